@@ -1,0 +1,136 @@
+"""The `finetune-bot` console script: the only place that reads the environment."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from bot.settings import Settings, SettingsError, load_settings
+
+
+def _settings() -> Settings:
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _require_migrated(settings: Settings) -> None:
+    """Refuse to start on a database that is behind this code's migrations."""
+    from storage.db import make_engine
+    from storage.migrate import current_revision, head_revision
+
+    engine = make_engine(settings.finetune.database_url)
+    try:
+        current = current_revision(engine)
+    finally:
+        engine.dispose()
+    if current != head_revision():
+        where = "has no schema" if current is None else f"is at revision {current}, this code needs {head_revision()}"
+        raise click.ClickException(f"the database {where}; run `finetune-bot db upgrade` first")
+
+
+def _not_yet(what: str, issue: int) -> None:
+    click.echo(f"finetune-bot {what}: not available yet; it lands with issue {issue}.", err=True)
+    sys.exit(2)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--log-level", default="INFO", show_default=True, help="Python logging level.")
+def main(log_level: str) -> None:
+    """finetune-bot: Slack ChatOps for training runs on Polyaxon."""
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Alembic announces every plugin at INFO; keep its migration lines only when debugging.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+@main.command()
+@click.option("--host", default=None, help="HTTP bind address (default FINETUNE_HTTP_HOST or 127.0.0.1).")
+@click.option("--port", default=None, type=int, help="HTTP port (default FINETUNE_HTTP_PORT or 3000).")
+def serve(host: str | None, port: int | None) -> None:
+    """Serve Slack: Socket Mode when SLACK_APP_TOKEN is set, else HTTP on /slack/events."""
+    settings = _settings()
+    _require_migrated(settings)
+    _not_yet("serve", 4)
+
+
+@main.command()
+def local() -> None:
+    """The embedded default: local Polyaxon, local Slack stand-in, SQLite and an interactive shell."""
+    settings = _settings()
+    _require_migrated(settings)
+    _not_yet("local", 7)
+
+
+@main.command("local-polyaxon")
+@click.option("--port", default=None, type=int, help="Port of the API server (default: a free port).")
+@click.option(
+    "--store",
+    default=Path(".finetune/polyaxon"),
+    type=click.Path(path_type=Path),
+    show_default=True,
+    help="Folder for the server's database and the runs' artifacts.",
+)
+def local_polyaxon(port: int | None, store: Path) -> None:
+    """Run only the local Polyaxon server and process agent, in the foreground."""
+    _not_yet("local-polyaxon", 3)
+
+
+@main.group()
+def db() -> None:
+    """Database schema management."""
+
+
+@db.command("upgrade")
+@click.option("--revision", default="head", show_default=True, help="Target revision.")
+def db_upgrade(revision: str) -> None:
+    """Apply the schema migrations to FINETUNE_DATABASE_URL."""
+    from storage.db import make_engine
+    from storage.migrate import current_revision, upgrade
+
+    settings = _settings()
+    engine = make_engine(settings.finetune.database_url)
+    try:
+        before = current_revision(engine)
+        upgrade(engine, revision)
+        after = current_revision(engine)
+    finally:
+        engine.dispose()
+    url = engine.url.render_as_string(hide_password=True)
+    if before == after:
+        click.echo(f"{url}: already at revision {after}")
+    else:
+        click.echo(f"{url}: upgraded {before or 'empty database'} -> {after}")
+
+
+@db.command("current")
+def db_current() -> None:
+    """Print the database's schema revision and this code's."""
+    from storage.db import make_engine
+    from storage.migrate import current_revision, head_revision
+
+    settings = _settings()
+    engine = make_engine(settings.finetune.database_url)
+    try:
+        click.echo(f"database: {current_revision(engine) or 'not migrated'}; code: {head_revision()}")
+    finally:
+        engine.dispose()
+
+
+@main.group()
+def manifests() -> None:
+    """Catalog (recipes, presets, components) tools."""
+
+
+@manifests.command("check")
+@click.option("--catalog-dir", default=None, type=click.Path(path_type=Path), help="Default: FINETUNE_CATALOG_DIR.")
+def manifests_check(catalog_dir: Path | None) -> None:
+    """Validate every recipe x preset combination with Polyaxon's checker."""
+    _not_yet("manifests check", 5)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

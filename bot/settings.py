@@ -1,0 +1,281 @@
+"""Settings: every environment variable of the contract, validated once and passed down.
+
+Only the CLI reads the environment (`load_settings`); everything else receives a `Settings`.
+Tests construct the groups directly.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite:///finetune-bot.db"
+
+# Values people paste from templates and docs; a token like this is never real.
+_PLACEHOLDER = re.compile(
+    r"^(?:|x+|changeme|change-me|todo|tbd|placeholder|secret|token|xox[abp]-(?:x+|\.\.\.|your.*|<.*>)"
+    r"|xapp-(?:x+|\.\.\.|your.*|<.*>)|<.*>|\$\{.*\}|your[-_ ].*)$",
+    re.IGNORECASE,
+)
+_SLACK_MEMBER = re.compile(r"^[UWS][A-Z0-9]{2,}$")
+
+
+class SettingsError(Exception):
+    """The environment does not describe a runnable bot; the message names each variable."""
+
+
+def _reject_placeholder(value: SecretStr | None, what: str) -> SecretStr | None:
+    if value is not None and _PLACEHOLDER.match(value.get_secret_value().strip()):
+        raise ValueError(f"looks like a placeholder; set the real {what}")
+    return value
+
+
+def _split_ids(value: Any) -> Any:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def _check_member_ids(ids: list[str]) -> list[str]:
+    bad = [i for i in ids if not _SLACK_MEMBER.match(i)]
+    if bad:
+        raise ValueError(
+            f"expected comma-separated Slack user IDs (U…/W…) or user-group IDs (S…), got {', '.join(bad)}"
+        )
+    return ids
+
+
+class SlackSettings(BaseSettings):
+    """Slack credentials and the Web API base URL (`SLACK_*`)."""
+
+    model_config = SettingsConfigDict(env_prefix="SLACK_", extra="ignore")
+
+    bot_token: SecretStr | None = Field(default=None, description="Bot token, xoxb-…")
+    signing_secret: SecretStr | None = Field(default=None, description="Signing secret of the Slack app")
+    app_token: SecretStr | None = Field(default=None, description="App-level token xapp-…; enables Socket Mode")
+    api_base_url: str = Field(default="https://slack.com/api/", description="Web API base for every WebClient")
+
+    @field_validator("bot_token")
+    @classmethod
+    def _bot_token(cls, v: SecretStr | None) -> SecretStr | None:
+        v = _reject_placeholder(v, "bot token")
+        if v is not None and not v.get_secret_value().startswith("xoxb-"):
+            raise ValueError("expected a bot token starting with xoxb-")
+        return v
+
+    @field_validator("app_token")
+    @classmethod
+    def _app_token(cls, v: SecretStr | None) -> SecretStr | None:
+        v = _reject_placeholder(v, "app-level token")
+        if v is not None and not v.get_secret_value().startswith("xapp-"):
+            raise ValueError("expected an app-level token starting with xapp-")
+        return v
+
+    @field_validator("signing_secret")
+    @classmethod
+    def _signing_secret(cls, v: SecretStr | None) -> SecretStr | None:
+        return _reject_placeholder(v, "signing secret")
+
+    @field_validator("api_base_url")
+    @classmethod
+    def _base_url(cls, v: str) -> str:
+        if not re.match(r"^https?://", v):
+            raise ValueError("expected an http(s) URL such as https://slack.com/api/")
+        return v if v.endswith("/") else v + "/"
+
+    @property
+    def socket_mode(self) -> bool:
+        """Socket Mode is used whenever an app-level token is configured."""
+        return self.app_token is not None
+
+
+class PolyaxonSettings(BaseSettings):
+    """Where the Polyaxon API is and which project the bot's runs live in."""
+
+    model_config = SettingsConfigDict(env_prefix="POLYAXON_", extra="ignore", populate_by_name=True)
+
+    host: str | None = Field(default=None, description="Polyaxon API URL, e.g. http://polyaxon-api:80")
+    auth_token: SecretStr | None = Field(default=None, description="Polyaxon API token")
+    no_config: bool = Field(default=True, description="Must be true: never read a config in $HOME")
+    project: str = Field(
+        default="finetune",
+        validation_alias=AliasChoices("FINETUNE_POLYAXON_PROJECT", "project"),
+        description="Project the bot submits runs to",
+    )
+    owner: str = Field(
+        default="default",
+        validation_alias=AliasChoices("FINETUNE_POLYAXON_OWNER", "owner"),
+        description="Polyaxon owner (organisation); CE has only `default`",
+    )
+    timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        validation_alias=AliasChoices("FINETUNE_POLYAXON_TIMEOUT_S", "timeout_s"),
+        description="Timeout of one Polyaxon API call",
+    )
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^https?://[^\s/]+", v):
+            raise ValueError("expected an http(s) URL such as http://127.0.0.1:8000")
+        return v.rstrip("/") if v else v
+
+    @field_validator("auth_token")
+    @classmethod
+    def _token(cls, v: SecretStr | None) -> SecretStr | None:
+        return _reject_placeholder(v, "Polyaxon token")
+
+    @field_validator("no_config")
+    @classmethod
+    def _no_config(cls, v: bool) -> bool:
+        if not v:
+            raise ValueError("must be true: the bot never reads a Polyaxon config from $HOME")
+        return v
+
+    @field_validator("project")
+    @classmethod
+    def _project(cls, v: str) -> str:
+        if not re.match(r"^[a-z0-9][a-z0-9-]*$", v):
+            raise ValueError("expected a slug (lowercase letters, digits, dashes)")
+        return v
+
+
+class FinetuneSettings(BaseSettings):
+    """The bot's own settings (`FINETUNE_*`)."""
+
+    model_config = SettingsConfigDict(env_prefix="FINETUNE_", extra="ignore")
+
+    database_url: str = Field(default=DEFAULT_DATABASE_URL, description="SQLAlchemy URL")
+    catalog_dir: Path = Field(default=Path("manifests"), description="Recipes, presets, components")
+    approvers: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Slack user IDs or S… user-group IDs who may approve"
+    )
+    approval_reaction: str = Field(default="white_check_mark", description="Reaction that approves")
+    approval_quorum: int = Field(default=1, ge=1, description="Distinct approvals needed")
+    approval_ttl_hours: float = Field(default=72.0, gt=0, description="Approval requests expire after this")
+    runners: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Who may submit runs; empty = everyone in the channel"
+    )
+    timezone: str = Field(default="UTC", description="Default timezone for digests")
+    watch_interval_s: float = Field(default=10.0, gt=0, description="Watcher tick")
+    stuck_after_s: float = Field(default=900.0, gt=0, description="No new log line or metric step → stuck")
+    listener_threads: int = Field(default=64, ge=8, description="Bolt listener pool size")
+
+    @field_validator("database_url")
+    @classmethod
+    def _db_url(cls, v: str) -> str:
+        if not re.match(r"^(sqlite|postgresql(\+psycopg)?)://", v):
+            raise ValueError("expected sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB")
+        return v.replace("postgresql://", "postgresql+psycopg://", 1) if v.startswith("postgresql://") else v
+
+    @field_validator("approvers", "runners", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        return _split_ids(v)
+
+    @field_validator("approvers", "runners")
+    @classmethod
+    def _ids(cls, v: list[str]) -> list[str]:
+        return _check_member_ids(v)
+
+    @field_validator("approval_reaction")
+    @classmethod
+    def _reaction(cls, v: str) -> str:
+        v = v.strip(":")
+        if not re.match(r"^[a-z0-9_+\-]+$", v):
+            raise ValueError("expected a Slack emoji name such as white_check_mark")
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError("expected an IANA timezone such as UTC or Europe/Berlin") from exc
+        return v
+
+
+class HttpSettings(BaseSettings):
+    """Where `serve` listens in HTTP mode."""
+
+    model_config = SettingsConfigDict(env_prefix="FINETUNE_HTTP_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=3000, ge=1, le=65535)
+
+
+class Settings(BaseSettings):
+    """All settings, in groups."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    slack: SlackSettings = Field(default_factory=SlackSettings)
+    polyaxon: PolyaxonSettings = Field(default_factory=PolyaxonSettings)
+    finetune: FinetuneSettings = Field(default_factory=FinetuneSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+
+    def require_slack(self) -> None:
+        """Raise SettingsError unless the Slack credentials `serve` needs are present."""
+        missing = []
+        if self.slack.bot_token is None:
+            missing.append("SLACK_BOT_TOKEN: required; the bot token (xoxb-…) from the Slack app's OAuth page")
+        if self.slack.app_token is None and self.slack.signing_secret is None:
+            missing.append("SLACK_SIGNING_SECRET: required in HTTP mode (or set SLACK_APP_TOKEN for Socket Mode)")
+        if missing:
+            raise SettingsError("invalid settings:\n  " + "\n  ".join(missing))
+
+    def require_polyaxon(self) -> None:
+        """Raise SettingsError unless a Polyaxon host is configured."""
+        if self.polyaxon.host is None:
+            raise SettingsError(
+                "invalid settings:\n  POLYAXON_HOST: required; the Polyaxon API URL, e.g. http://polyaxon-api:80"
+            )
+
+
+# Which environment variable feeds which (group, field); used to name the variable in errors.
+_ENV_NAMES: dict[tuple[str, str], str] = {
+    ("slack", "bot_token"): "SLACK_BOT_TOKEN",
+    ("slack", "signing_secret"): "SLACK_SIGNING_SECRET",
+    ("slack", "app_token"): "SLACK_APP_TOKEN",
+    ("slack", "api_base_url"): "SLACK_API_BASE_URL",
+    ("polyaxon", "host"): "POLYAXON_HOST",
+    ("polyaxon", "auth_token"): "POLYAXON_AUTH_TOKEN",
+    ("polyaxon", "no_config"): "POLYAXON_NO_CONFIG",
+    ("polyaxon", "FINETUNE_POLYAXON_PROJECT"): "FINETUNE_POLYAXON_PROJECT",
+    ("polyaxon", "FINETUNE_POLYAXON_OWNER"): "FINETUNE_POLYAXON_OWNER",
+    ("polyaxon", "FINETUNE_POLYAXON_TIMEOUT_S"): "FINETUNE_POLYAXON_TIMEOUT_S",
+}
+_GROUP_PREFIX = {"finetune": "FINETUNE_", "http": "FINETUNE_HTTP_", "slack": "SLACK_", "polyaxon": "POLYAXON_"}
+
+
+def _env_name(group: str, field: str) -> str:
+    return _ENV_NAMES.get((group, field), _GROUP_PREFIX[group] + field.upper())
+
+
+def load_settings() -> Settings:
+    """Build Settings from the process environment; raise SettingsError naming each bad variable."""
+    groups: dict[str, Any] = {}
+    problems: list[str] = []
+    for name, cls in (
+        ("slack", SlackSettings),
+        ("polyaxon", PolyaxonSettings),
+        ("finetune", FinetuneSettings),
+        ("http", HttpSettings),
+    ):
+        try:
+            groups[name] = cls()
+        except ValidationError as exc:
+            for err in exc.errors():
+                field = str(err["loc"][0]) if err["loc"] else "?"
+                message = str(err["msg"]).removeprefix("Value error, ")
+                problems.append(f"{_env_name(name, field)}: {message}")
+    if problems:
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(problems))
+    return Settings(**groups)

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The README's test command: install everything into .venv, start what the tests need, lint, type-check, test.
+# Any failing step fails the script; pytest's exit 5 ("no tests ran") fails it too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+# constraints.txt pins the versions this project was tested with; torch must stay 2.13.0 (CPU build).
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[trainer,dev]'
+
+export POLYAXON_NO_CONFIG=true
+export HF_HUB_OFFLINE=1
+export FINETUNE_TEST_POSTGRES_URL=${FINETUNE_TEST_POSTGRES_URL:-postgresql+psycopg://postgres@127.0.0.1:5432/test}
+
+# PostgreSQL runs on these machines before a session starts; start it if it has stopped.
+if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; then
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n 1)" main start || true
+  for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+fi
+
+echo "== ruff"
+.venv/bin/ruff check .
+echo "== mypy"
+.venv/bin/mypy
+echo "== pytest"
+# The local Polyaxon server and the Slack stand-in are started by session fixtures inside pytest.
+.venv/bin/pytest -m "not slow and not gpu" "$@"

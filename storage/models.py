@@ -1,0 +1,214 @@
+"""SQLModel tables. Every timestamp is timezone-aware UTC; schema changes go through Alembic."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.types import TypeDecorator
+from sqlmodel import Field, SQLModel
+
+# Named constraints, so later migrations can alter them (SQLite batch mode needs names).
+SQLModel.metadata.naming_convention = {
+    "ix": "ix_%(table_name)s_%(column_0_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    """Now, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Stores UTC, always returns an aware datetime (SQLite has no timezone type)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        """Refuse naive datetimes; store UTC."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime: storage takes timezone-aware UTC only")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        """Mark values read back as UTC."""
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _ts(*, nullable: bool = True, index: bool = False) -> Any:
+    return Field(default=None, sa_column=sa.Column(UTCDateTime(), nullable=nullable, index=index))
+
+
+def _created() -> Any:
+    return Field(default_factory=utcnow, sa_column=sa.Column(UTCDateTime(), nullable=False))
+
+
+def _json(default: Any) -> Any:
+    return Field(default_factory=default, sa_column=sa.Column(sa.JSON(), nullable=False))
+
+
+class Run(SQLModel, table=True):
+    """One submission: the bot's record of a Polyaxon run."""
+
+    __tablename__ = "runs"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=128, unique=True, description="Polyaxon run name = idempotency key")
+    polyaxon_uuid: str | None = Field(default=None, max_length=64, unique=True)
+    recipe_name: str = Field(max_length=128, index=True)
+    recipe_hash: str = Field(max_length=80)
+    component: str = Field(default="", max_length=128)
+    params: dict[str, Any] = _json(dict)
+    presets: list[str] = _json(list)
+    pins: dict[str, Any] = _json(dict)
+    comparable: bool = Field(default=True)
+    eval_contract: dict[str, Any] = _json(dict)
+    eval_contract_hash: str = Field(default="", max_length=80, index=True)
+    requester: str = Field(max_length=32, index=True)
+    channel: str = Field(max_length=32, index=True)
+    card_ts: str | None = Field(default=None, max_length=32)
+    thread_ts: str | None = Field(default=None, max_length=32)
+    status: str = Field(default="planned", max_length=32, index=True)
+    parent_run_id: int | None = Field(default=None, foreign_key="runs.id")
+    last_metrics: dict[str, Any] = _json(dict)
+    last_step: int | None = Field(default=None)
+    last_activity_at: datetime | None = _ts()
+    stuck_flagged_at: datetime | None = _ts()
+    created_at: datetime = _created()
+    updated_at: datetime = _created()
+    started_at: datetime | None = _ts()
+    finished_at: datetime | None = _ts(index=True)
+
+
+class StatusEvent(SQLModel, table=True):
+    """One observed status transition of a run."""
+
+    __tablename__ = "status_events"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="runs.id", index=True)
+    status: str = Field(max_length=32)
+    previous_status: str | None = Field(default=None, max_length=32)
+    message: str | None = Field(default=None)
+    observed_at: datetime = _created()
+    posted_ts: str | None = Field(default=None, max_length=32, description="Thread post about it")
+
+
+class PostedMessage(SQLModel, table=True):
+    """A message the bot posted: its ts maps back to a run and a purpose (never parse our own text)."""
+
+    __tablename__ = "posted_messages"
+    __table_args__ = (sa.UniqueConstraint("channel", "ts", name="uq_posted_messages_channel_ts"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    channel: str = Field(max_length=32)
+    ts: str = Field(max_length=32)
+    thread_ts: str | None = Field(default=None, max_length=32)
+    run_id: int | None = Field(default=None, foreign_key="runs.id", index=True)
+    purpose: str = Field(max_length=32, description="card, transition, logs, approval_request, digest, …")
+    created_at: datetime = _created()
+
+
+class Delivery(SQLModel, table=True):
+    """A Slack delivery seen once; the unique key makes a retried delivery a no-op."""
+
+    __tablename__ = "deliveries"
+
+    id: int | None = Field(default=None, primary_key=True)
+    key: str = Field(max_length=128, unique=True)
+    kind: str = Field(max_length=32, description="event, command, action")
+    received_at: datetime = _created()
+
+
+class ApprovalRequest(SQLModel, table=True):
+    """A request to register one candidate (run + checkpoint digest) as a model version."""
+
+    __tablename__ = "approval_requests"
+    __table_args__ = (sa.UniqueConstraint("channel", "message_ts", name="uq_approval_requests_message"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="runs.id", index=True)
+    model: str = Field(max_length=128)
+    version: str | None = Field(default=None, max_length=64)
+    requester: str = Field(max_length=32)
+    channel: str = Field(max_length=32)
+    message_ts: str | None = Field(default=None, max_length=32)
+    thread_ts: str | None = Field(default=None, max_length=32)
+    checkpoint_path: str | None = Field(default=None)
+    candidate_digest: str = Field(max_length=80, description="Digest of checkpoint + eval results")
+    criteria: list[dict[str, Any]] = _json(list)
+    criteria_version: str | None = Field(default=None, max_length=80)
+    status: str = Field(default="open", max_length=32, index=True, description="open, registered, voided, expired")
+    created_at: datetime = _created()
+    expires_at: datetime | None = _ts()
+    decided_at: datetime | None = _ts()
+
+
+class Approval(SQLModel, table=True):
+    """One approver's reaction on a request message; revoked when the reaction is removed."""
+
+    __tablename__ = "approvals"
+    __table_args__ = (sa.UniqueConstraint("request_id", "user", name="uq_approvals_request_user"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    request_id: int = Field(foreign_key="approval_requests.id", index=True)
+    user: str = Field(max_length=32)
+    reaction: str = Field(max_length=64)
+    message_ts: str = Field(max_length=32)
+    approved_at: datetime = _created()
+    revoked_at: datetime | None = _ts()
+
+
+class Registration(SQLModel, table=True):
+    """A model version registered from a run after approval."""
+
+    __tablename__ = "registrations"
+    __table_args__ = (sa.UniqueConstraint("model", "version", name="uq_registrations_model_version"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    request_id: int | None = Field(default=None, foreign_key="approval_requests.id", unique=True)
+    model: str = Field(max_length=128)
+    version: str = Field(max_length=64)
+    run_id: int = Field(foreign_key="runs.id", index=True)
+    artifacts: list[str] = _json(list)
+    polyaxon_version: str | None = Field(default=None, max_length=128)
+    registered_at: datetime = _created()
+
+
+class DigestSchedule(SQLModel, table=True):
+    """When a channel gets its digest."""
+
+    __tablename__ = "digest_schedules"
+
+    id: int | None = Field(default=None, primary_key=True)
+    channel: str = Field(max_length=32, unique=True)
+    cron: str = Field(max_length=64, description="crontab: minute hour day month day-of-week")
+    timezone: str = Field(default="UTC", max_length=64)
+    created_by: str = Field(max_length=32)
+    created_at: datetime = _created()
+    last_posted_at: datetime | None = _ts()
+
+
+class AuditEntry(SQLModel, table=True):
+    """Who did what, when, and how it ended."""
+
+    __tablename__ = "audit_entries"
+
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime = _created()
+    user: str = Field(max_length=32, index=True)
+    channel: str | None = Field(default=None, max_length=32)
+    command: str = Field(description="The command text or event, secrets never included")
+    outcome: str = Field(max_length=32, description="ok, refused, error, ignored")
+    detail: str | None = Field(default=None)
+    run_id: int | None = Field(default=None, foreign_key="runs.id", index=True)

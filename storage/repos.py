@@ -1,0 +1,293 @@
+"""Repository functions: each takes a Session and keyword arguments; no SQL lives in handlers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import Session, col, or_, select
+
+from storage.models import (
+    Approval,
+    ApprovalRequest,
+    AuditEntry,
+    Delivery,
+    DigestSchedule,
+    PostedMessage,
+    Registration,
+    Run,
+    StatusEvent,
+    utcnow,
+)
+
+ACTIVE_STATUSES = frozenset(
+    {
+        "planned",
+        "created",
+        "compiled",
+        "queued",
+        "scheduled",
+        "starting",
+        "running",
+        "processing",
+        "retrying",
+        "warning",
+        "unschedulable",
+        "on_schedule",
+        "stopping",
+        "resuming",
+    }
+)
+TERMINAL_STATUSES = frozenset({"succeeded", "failed", "stopped", "skipped", "upstream_failed", "done"})
+
+
+class DuplicateError(Exception):
+    """A row with the same unique key exists already."""
+
+
+# --- deliveries -------------------------------------------------------------------------------
+
+
+def record_delivery(session: Session, *, key: str, kind: str) -> bool:
+    """Record a Slack delivery; True when it is new, False when it was seen before.
+
+    INSERT … ON CONFLICT DO NOTHING makes two concurrent writers race-free: exactly one row, and the
+    loser gets a clean False rather than an IntegrityError.
+    """
+    values = {"key": key, "kind": kind, "received_at": utcnow()}
+    dialect = session.get_bind().dialect.name
+    table = Delivery.__table__  # type: ignore[attr-defined]
+    if dialect == "postgresql":
+        stmt: Any = postgresql.insert(table).values(**values).on_conflict_do_nothing(index_elements=["key"])
+    elif dialect == "sqlite":
+        stmt = sqlite.insert(table).values(**values).on_conflict_do_nothing(index_elements=["key"])
+    else:  # pragma: no cover - only SQLite and PostgreSQL are supported
+        raise ValueError(f"unsupported dialect {dialect}")
+    # RETURNING tells the winner apart portably; rowcount is unreliable once the cursor is closed.
+    inserted = session.execute(stmt.returning(table.c.id)).scalar_one_or_none()
+    session.commit()
+    return inserted is not None
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+
+def create_run(session: Session, **fields: Any) -> Run:
+    """Insert a run; raise DuplicateError when its name (the idempotency key) exists."""
+    if get_run_by_name(session, name=fields["name"]) is not None:
+        raise DuplicateError(f"run {fields['name']!r} exists already")
+    run = Run(**fields)
+    session.add(run)
+    session.flush()
+    return run
+
+
+def get_run(session: Session, *, run_id: int) -> Run | None:
+    """The run with this database id."""
+    return session.get(Run, run_id)
+
+
+def get_run_by_name(session: Session, *, name: str) -> Run | None:
+    """The run with this name (idempotency key)."""
+    return session.exec(select(Run).where(Run.name == name)).first()
+
+
+def find_runs(session: Session, *, ref: str) -> Sequence[Run]:
+    """Runs matching a user's reference: full uuid, its first 8 characters, or a run name."""
+    ref = ref.strip()
+    conditions: list[ColumnElement[bool]] = [col(Run.name) == ref, col(Run.polyaxon_uuid) == ref]
+    if len(ref) == 8:
+        conditions.append(col(Run.polyaxon_uuid).startswith(ref))
+    return session.exec(select(Run).where(or_(*conditions)).order_by(col(Run.id))).all()
+
+
+def list_active_runs(session: Session, *, requester: str | None = None) -> Sequence[Run]:
+    """Runs not yet in a terminal state, optionally only one requester's."""
+    stmt = select(Run).where(col(Run.status).in_(ACTIVE_STATUSES))
+    if requester is not None:
+        stmt = stmt.where(Run.requester == requester)
+    return session.exec(stmt.order_by(col(Run.id))).all()
+
+
+def update_run(session: Session, run: Run, **fields: Any) -> Run:
+    """Set fields on a run and bump updated_at."""
+    for key, value in fields.items():
+        setattr(run, key, value)
+    run.updated_at = utcnow()
+    session.add(run)
+    session.flush()
+    return run
+
+
+def record_status(
+    session: Session, run: Run, *, status: str, message: str | None = None, at: datetime | None = None
+) -> StatusEvent | None:
+    """Store a transition and set the run's status; None when the run already has that status."""
+    if run.status == status:
+        return None
+    event = StatusEvent(
+        run_id=run.id or 0, status=status, previous_status=run.status, message=message, observed_at=at or utcnow()
+    )
+    run.status = status
+    run.updated_at = utcnow()
+    if status in TERMINAL_STATUSES and run.finished_at is None:
+        run.finished_at = event.observed_at
+    session.add(run)
+    session.add(event)
+    session.flush()
+    return event
+
+
+def list_status_events(session: Session, *, run_id: int) -> Sequence[StatusEvent]:
+    """A run's transitions, oldest first."""
+    return session.exec(select(StatusEvent).where(StatusEvent.run_id == run_id).order_by(col(StatusEvent.id))).all()
+
+
+# --- posted messages --------------------------------------------------------------------------
+
+
+def record_posted_message(
+    session: Session, *, channel: str, ts: str, purpose: str, run_id: int | None = None, thread_ts: str | None = None
+) -> PostedMessage:
+    """Remember a message the bot posted."""
+    msg = PostedMessage(channel=channel, ts=ts, purpose=purpose, run_id=run_id, thread_ts=thread_ts)
+    session.add(msg)
+    session.flush()
+    return msg
+
+
+def get_posted_message(session: Session, *, channel: str, ts: str) -> PostedMessage | None:
+    """The bot's message at (channel, ts), if it is one of ours."""
+    return session.exec(select(PostedMessage).where(PostedMessage.channel == channel, PostedMessage.ts == ts)).first()
+
+
+# --- approvals and registrations --------------------------------------------------------------
+
+
+def create_approval_request(session: Session, **fields: Any) -> ApprovalRequest:
+    """Insert an approval request."""
+    request = ApprovalRequest(**fields)
+    session.add(request)
+    session.flush()
+    return request
+
+
+def get_approval_request_by_message(session: Session, *, channel: str, message_ts: str) -> ApprovalRequest | None:
+    """The approval request posted as (channel, message_ts)."""
+    return session.exec(
+        select(ApprovalRequest).where(ApprovalRequest.channel == channel, ApprovalRequest.message_ts == message_ts)
+    ).first()
+
+
+def add_approval(session: Session, *, request_id: int, user: str, reaction: str, message_ts: str) -> Approval | None:
+    """Record (or re-activate) one user's approval; None when it is already active."""
+    existing = session.exec(select(Approval).where(Approval.request_id == request_id, Approval.user == user)).first()
+    if existing is not None:
+        if existing.revoked_at is None:
+            return None
+        existing.revoked_at = None
+        existing.approved_at = utcnow()
+        session.add(existing)
+        session.flush()
+        return existing
+    approval = Approval(request_id=request_id, user=user, reaction=reaction, message_ts=message_ts)
+    session.add(approval)
+    session.flush()
+    return approval
+
+
+def revoke_approval(session: Session, *, request_id: int, user: str) -> Approval | None:
+    """Mark a user's active approval revoked; None when there was none."""
+    approval = session.exec(
+        select(Approval).where(
+            Approval.request_id == request_id, Approval.user == user, col(Approval.revoked_at).is_(None)
+        )
+    ).first()
+    if approval is None:
+        return None
+    approval.revoked_at = utcnow()
+    session.add(approval)
+    session.flush()
+    return approval
+
+
+def active_approvals(session: Session, *, request_id: int) -> Sequence[Approval]:
+    """Approvals of a request that have not been revoked."""
+    return session.exec(
+        select(Approval)
+        .where(Approval.request_id == request_id, col(Approval.revoked_at).is_(None))
+        .order_by(col(Approval.id))
+    ).all()
+
+
+def create_registration(session: Session, **fields: Any) -> Registration:
+    """Insert a registration; raise DuplicateError when model+version exists."""
+    existing = session.exec(
+        select(Registration).where(Registration.model == fields["model"], Registration.version == fields["version"])
+    ).first()
+    if existing is not None:
+        raise DuplicateError(f"{fields['model']}:{fields['version']} is registered already")
+    registration = Registration(**fields)
+    session.add(registration)
+    session.flush()
+    return registration
+
+
+# --- digests and audit ------------------------------------------------------------------------
+
+
+def upsert_digest_schedule(
+    session: Session, *, channel: str, cron: str, timezone: str, created_by: str
+) -> DigestSchedule:
+    """Create or replace a channel's digest schedule."""
+    schedule = session.exec(select(DigestSchedule).where(DigestSchedule.channel == channel)).first()
+    if schedule is None:
+        schedule = DigestSchedule(channel=channel, cron=cron, timezone=timezone, created_by=created_by)
+    else:
+        schedule.cron, schedule.timezone, schedule.created_by = cron, timezone, created_by
+    session.add(schedule)
+    session.flush()
+    return schedule
+
+
+def delete_digest_schedule(session: Session, *, channel: str) -> bool:
+    """Remove a channel's digest schedule; False when it had none."""
+    schedule = session.exec(select(DigestSchedule).where(DigestSchedule.channel == channel)).first()
+    if schedule is None:
+        return False
+    session.delete(schedule)
+    session.flush()
+    return True
+
+
+def list_digest_schedules(session: Session) -> Sequence[DigestSchedule]:
+    """Every channel's digest schedule."""
+    return session.exec(select(DigestSchedule).order_by(col(DigestSchedule.channel))).all()
+
+
+def add_audit(
+    session: Session,
+    *,
+    user: str,
+    command: str,
+    outcome: str,
+    channel: str | None = None,
+    detail: str | None = None,
+    run_id: int | None = None,
+) -> AuditEntry:
+    """Append an audit entry."""
+    entry = AuditEntry(user=user, command=command, outcome=outcome, channel=channel, detail=detail, run_id=run_id)
+    session.add(entry)
+    session.flush()
+    return entry
+
+
+def list_audit(session: Session, *, user: str | None = None, limit: int = 100) -> Sequence[AuditEntry]:
+    """Recent audit entries, newest first."""
+    stmt = select(AuditEntry)
+    if user is not None:
+        stmt = stmt.where(AuditEntry.user == user)
+    return session.exec(stmt.order_by(col(AuditEntry.id).desc()).limit(limit)).all()
