@@ -212,3 +212,30 @@ class AuditEntry(SQLModel, table=True):
     outcome: str = Field(max_length=32, description="ok, refused, error, ignored")
     detail: str | None = Field(default=None)
     run_id: int | None = Field(default=None, foreign_key="runs.id", index=True)
+
+
+class DigestPost(SQLModel, table=True):
+    """One digest slot of a channel, claimed before posting so that only one replica posts it."""
+
+    __tablename__ = "digest_posts"
+    __table_args__ = (sa.UniqueConstraint("channel", "slot_at", name="uq_digest_posts_channel_slot"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    channel: str = Field(max_length=32)
+    slot_at: datetime = Field(sa_column=sa.Column(UTCDateTime(), nullable=False))
+    kind: str = Field(max_length=16, description="scheduled or now")
+    claimed_at: datetime = _created()
+    posted_at: datetime | None = _ts()
+    message_ts: str | None = Field(default=None, max_length=32)
+    late: bool = Field(default=False)
+
+
+# APScheduler's SQLAlchemy job store table, declared here so that Alembic owns the schema; the job store's
+# own create_all then finds it and does nothing. Columns match apscheduler.jobstores.sqlalchemy (3.x).
+apscheduler_jobs = sa.Table(
+    "apscheduler_jobs",
+    SQLModel.metadata,
+    sa.Column("id", sa.Unicode(191), primary_key=True),
+    sa.Column("next_run_time", sa.Float(25), index=True),
+    sa.Column("job_state", sa.LargeBinary, nullable=False),
+)

@@ -21,6 +21,8 @@ TABLES = {
     "registrations",
     "digest_schedules",
     "audit_entries",
+    "digest_posts",
+    "apscheduler_jobs",
 }
 
 

@@ -1,0 +1,222 @@
+"""Digest content: plain data in, Block Kit out. Pure: no Slack, no database, no clock of its own."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+MAX_BLOCKS = 50
+MAX_SECTION_CHARS = 3000
+MAX_ITEMS_PER_LIST = 10
+LATE_AFTER = timedelta(minutes=5)
+
+
+class DigestRun(BaseModel):
+    """What a digest needs to know about one run."""
+
+    name: str
+    recipe: str
+    status: str
+    requester: str
+    created_at: datetime
+    finished_at: datetime | None = None
+    link: str | None = None
+    comparable: bool = True
+    pinned: bool = True
+    stuck: bool = False
+    eval_contract_hash: str = ""
+    metric_name: str | None = None
+    metric_value: float | None = None
+    greater_is_better: bool = False
+
+
+class DigestApproval(BaseModel):
+    """An approval request that waits for a decision."""
+
+    model: str
+    version: str | None = None
+    run_name: str
+    requester: str
+    created_at: datetime
+    approved_by: list[str] = Field(default_factory=list)
+    quorum: int = 1
+    can_still_approve: list[str] = Field(default_factory=list)
+    link: str | None = None
+
+
+class DigestData(BaseModel):
+    """Everything one digest shows: the channel's runs and requests since `since`."""
+
+    channel: str
+    since: datetime
+    runs: list[DigestRun] = Field(default_factory=list)
+    approvals: list[DigestApproval] = Field(default_factory=list)
+    scheduled_for: datetime | None = None
+    timezone: str = "UTC"
+    more_link: str | None = None
+
+
+def _fmt_age(delta: timedelta) -> str:
+    minutes = int(delta.total_seconds() // 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours = minutes // 60
+    if hours < 48:
+        return f"{hours} h"
+    return f"{hours // 24} d"
+
+
+def _fmt_time(value: datetime, tz: str) -> str:
+    from zoneinfo import ZoneInfo
+
+    return value.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def _run_line(run: DigestRun) -> str:
+    name = f"<{run.link}|{run.name}>" if run.link else f"`{run.name}`"
+    metric = ""
+    if run.metric_name and run.metric_value is not None:
+        metric = f" · {run.metric_name} {run.metric_value:.4g}"
+    return f"• {name} ({run.recipe}) by <@{run.requester}>{metric}"
+
+
+def _section(text: str) -> dict[str, Any]:
+    if len(text) > MAX_SECTION_CHARS:
+        text = text[: MAX_SECTION_CHARS - 2] + " …"
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def _list_section(title: str, lines: list[str], more_link: str | None) -> dict[str, Any]:
+    """A titled list, cut to what fits with an explicit count of what was left out."""
+    shown: list[str] = []
+    budget = MAX_SECTION_CHARS - len(title) - 80  # room for the "and N more" line
+    for line in lines[:MAX_ITEMS_PER_LIST]:
+        if sum(len(x) + 1 for x in shown) + len(line) + 1 > budget:
+            break
+        shown.append(line)
+    text = "\n".join([title, *shown])
+    left = len(lines) - len(shown)
+    if left:
+        more = f"<{more_link}|see the channel>" if more_link else "see `/finetune status`"
+        text += f"\n…and {left} more ({more})"
+    return _section(text)
+
+
+def best_runs(runs: list[DigestRun]) -> list[tuple[str, str, DigestRun, int]]:
+    """Best succeeded run per (recipe, eval contract) by the recipe's eval metric; never across contracts.
+
+    Returns (recipe, contract hash, best run, number of runs compared), sorted by recipe.
+    """
+    groups: dict[tuple[str, str], list[DigestRun]] = {}
+    for run in runs:
+        if run.status == "succeeded" and run.comparable and run.metric_value is not None and run.eval_contract_hash:
+            groups.setdefault((run.recipe, run.eval_contract_hash), []).append(run)
+    result = []
+    for (recipe, contract), members in sorted(groups.items()):
+        pick = max if members[0].greater_is_better else min
+        best = pick(members, key=lambda r: r.metric_value if r.metric_value is not None else 0.0)
+        result.append((recipe, contract, best, len(members)))
+    return result
+
+
+def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
+    """The digest's blocks: finished, failed, stopped, stuck, best per recipe, waiting decisions, unpinned."""
+    tz = data.timezone
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": "Training digest"}},
+        {
+            "type": "context",
+            "elements": [{"type": "mrkdwn", "text": f"<#{data.channel}> since {_fmt_time(data.since, tz)}"}],
+        },
+    ]
+    if data.scheduled_for is not None and now - data.scheduled_for > LATE_AFTER:
+        blocks.append(
+            _section(
+                f":hourglass: This digest was due at {_fmt_time(data.scheduled_for, tz)} and is posted "
+                f"{_fmt_age(now - data.scheduled_for)} late (the bot was not running then)."
+            )
+        )
+
+    by_status: dict[str, list[DigestRun]] = {"succeeded": [], "failed": [], "stopped": []}
+    for run in data.runs:
+        if run.finished_at is not None and run.finished_at >= data.since and run.status in by_status:
+            by_status[run.status].append(run)
+    stuck = [r for r in data.runs if r.stuck and r.finished_at is None]
+    # Finished non-comparable runs are listed apart from the ranking; "not pinned" covers those still going.
+    unpinned = [r for r in data.runs if not r.pinned and r.finished_at is None and r.created_at >= data.since]
+    nothing = not any(by_status.values()) and not stuck and not data.approvals and not unpinned
+
+    if nothing:
+        blocks.append(_section(f"No runs since {_fmt_time(data.since, tz)}, and nothing waits for a decision."))
+        return blocks
+
+    titles = {
+        "succeeded": ":white_check_mark: *Finished*",
+        "failed": ":x: *Failed*",
+        "stopped": ":octagonal_sign: *Stopped*",
+    }
+    for status, title in titles.items():
+        if by_status[status]:
+            lines = [_run_line(r) for r in by_status[status]]
+            blocks.append(_list_section(f"{title} ({len(lines)})", lines, data.more_link))
+    if stuck:
+        blocks.append(
+            _list_section(
+                f":warning: *Stuck* ({len(stuck)}) — no new log line or metric step",
+                [_run_line(r) for r in stuck],
+                data.more_link,
+            )
+        )
+
+    best = best_runs([r for r in data.runs if r.finished_at is not None and r.finished_at >= data.since])
+    if best:
+        lines = [
+            f"• *{recipe}*: {_run_line(run)[2:]} — best of {count} on contract `{contract[:12]}`"
+            for recipe, contract, run, count in best
+        ]
+        blocks.append(_list_section(":trophy: *Best run per recipe* (same eval contract only)", lines, None))
+    non_comparable = [
+        r for r in data.runs if not r.comparable and r.finished_at is not None and r.finished_at >= data.since
+    ]
+    if non_comparable:
+        blocks.append(
+            _list_section(
+                ":test_tube: *Non-comparable* (exploration without full pins, not ranked)",
+                [_run_line(r) for r in non_comparable],
+                data.more_link,
+            )
+        )
+
+    if data.approvals:
+        lines = []
+        for req in data.approvals:
+            target = f"{req.model}:{req.version}" if req.version else req.model
+            name = f"<{req.link}|{target}>" if req.link else f"`{target}`"
+            who = ", ".join(_mention(u) for u in req.can_still_approve) or "nobody left — check FINETUNE_APPROVERS"
+            lines.append(
+                f"• {name} from `{req.run_name}` by <@{req.requester}>, waiting {_fmt_age(now - req.created_at)}, "
+                f"{len(req.approved_by)}/{req.quorum} approvals; can still approve: {who}"
+            )
+        blocks.append(
+            _list_section(f":ballot_box_with_check: *Waiting for a decision* ({len(lines)})", lines, data.more_link)
+        )
+    if unpinned:
+        blocks.append(
+            _list_section(
+                f":pushpin: *Not pinned* ({len(unpinned)}) — results are not comparable",
+                [_run_line(r) for r in unpinned],
+                data.more_link,
+            )
+        )
+    return blocks[:MAX_BLOCKS]
+
+
+def _mention(user_or_group: str) -> str:
+    return f"<!subteam^{user_or_group}>" if user_or_group.startswith("S") else f"<@{user_or_group}>"
+
+
+def digest_fallback_text(data: DigestData) -> str:
+    """Plain text for notifications and clients that cannot show blocks."""
+    return f"Training digest for <#{data.channel}>"

@@ -1,0 +1,184 @@
+"""compose_digest is pure: table-driven cases over plain data, no scheduler, no Slack."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from bot.digest import MAX_BLOCKS, MAX_SECTION_CHARS, DigestApproval, DigestData, DigestRun, compose_digest
+
+NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+SINCE = NOW - timedelta(days=1)
+A, B = "a" * 64, "b" * 64
+
+
+def run(name: str, status: str = "succeeded", **kw: Any) -> DigestRun:
+    fields: dict[str, Any] = {
+        "name": name,
+        "recipe": "sft-tiny",
+        "status": status,
+        "requester": "U0ALICE01",
+        "created_at": NOW - timedelta(hours=5),
+        "finished_at": NOW - timedelta(hours=1) if status in {"succeeded", "failed", "stopped"} else None,
+        "eval_contract_hash": A,
+        "metric_name": "eval_loss",
+    }
+    fields.update(kw)
+    return DigestRun(**fields)
+
+
+def text_of(blocks: list[dict[str, Any]]) -> str:
+    return json.dumps(blocks, ensure_ascii=False)
+
+
+CASES: list[tuple[str, DigestData, list[str], list[str]]] = [
+    (
+        "nothing-happened",
+        DigestData(channel="C1", since=SINCE),
+        ["No runs since 2026-12-01 09:00 UTC"],
+        ["Finished", "Failed"],
+    ),
+    (
+        "finished-failed-stopped-stuck",
+        DigestData(
+            channel="C1",
+            since=SINCE,
+            runs=[
+                run("ok-1", metric_value=1.5),
+                run("bad-1", "failed"),
+                run("halt-1", "stopped"),
+                run("slow-1", "running", stuck=True),
+            ],
+        ),
+        ["Finished* (1)", "ok-1", "Failed* (1)", "bad-1", "Stopped* (1)", "halt-1", "Stuck* (1)", "slow-1"],
+        ["No runs since"],
+    ),
+    (
+        "old-runs-are-not-repeated",
+        DigestData(channel="C1", since=SINCE, runs=[run("old-1", finished_at=SINCE - timedelta(hours=1))]),
+        ["No runs since"],
+        ["old-1"],
+    ),
+    (
+        "best-per-recipe-never-across-contracts",
+        DigestData(
+            channel="C1",
+            since=SINCE,
+            runs=[
+                run("a-worse", metric_value=2.0),
+                run("a-best", metric_value=1.0),
+                run("b-only", metric_value=0.1, eval_contract_hash=B),
+            ],
+        ),
+        ["*sft-tiny*: `a-best`", "best of 2 on contract `aaaaaaaaaaaa`", "b-only", "best of 1 on contract `bbbb"],
+        [],
+    ),
+    (
+        "higher-is-better-metric",
+        DigestData(
+            channel="C1",
+            since=SINCE,
+            runs=[
+                run("acc-low", metric_name="eval_accuracy", metric_value=0.5, greater_is_better=True),
+                run("acc-high", metric_name="eval_accuracy", metric_value=0.9, greater_is_better=True),
+            ],
+        ),
+        ["acc-high` (sft-tiny) by <@U0ALICE01> · eval_accuracy 0.9 — best of 2"],
+        [],
+    ),
+    (
+        "non-comparable-listed-apart-not-ranked",
+        DigestData(
+            channel="C1",
+            since=SINCE,
+            runs=[run("explore-1", metric_value=0.01, comparable=False, pinned=False)],
+        ),
+        ["Non-comparable", "explore-1"],
+        ["Best run per recipe"],
+    ),
+    (
+        "unpinned-active-run",
+        DigestData(channel="C1", since=SINCE, runs=[run("wip-1", "running", comparable=False, pinned=False)]),
+        ["Not pinned* (1)", "wip-1"],
+        [],
+    ),
+    (
+        "approvals-waiting",
+        DigestData(
+            channel="C1",
+            since=SINCE,
+            approvals=[
+                DigestApproval(
+                    model="tiny-chat",
+                    version="v3",
+                    run_name="ok-1",
+                    requester="U0ALICE01",
+                    created_at=NOW - timedelta(hours=26),
+                    approved_by=["U0BOB0001"],
+                    quorum=2,
+                    can_still_approve=["U0CAROL01", "S0APPROVE"],
+                )
+            ],
+        ),
+        [
+            "Waiting for a decision* (1)",
+            "tiny-chat:v3",
+            "waiting 26 h",
+            "1/2 approvals",
+            "<@U0CAROL01>",
+            "<!subteam^S0APPROVE>",
+        ],
+        ["No runs since"],
+    ),
+    (
+        "late-digest-says-so",
+        DigestData(channel="C1", since=SINCE, scheduled_for=NOW - timedelta(hours=3)),
+        ["was due at 2026-12-02 06:00 UTC and is posted 3 h late"],
+        [],
+    ),
+    (
+        "on-time-digest-has-no-banner",
+        DigestData(channel="C1", since=SINCE, scheduled_for=NOW - timedelta(minutes=1)),
+        [],
+        ["late"],
+    ),
+    (
+        "timezone-of-the-schedule",
+        DigestData(channel="C1", since=SINCE, timezone="Europe/Berlin"),
+        ["since 2026-12-01 10:00 CET"],
+        [],
+    ),
+    (
+        "links-to-cards",
+        DigestData(channel="C1", since=SINCE, runs=[run("ok-1", link="https://x.slack.com/archives/C1/p1")]),
+        ["<https://x.slack.com/archives/C1/p1|ok-1>"],
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(("data", "present", "absent"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_compose(data: DigestData, present: list[str], absent: list[str]) -> None:
+    blocks = compose_digest(data, NOW)
+    body = text_of(blocks)
+    for needle in present:
+        assert needle in body
+    for needle in absent:
+        assert needle not in body
+
+
+def test_long_lists_fit_slack_limits_and_say_what_was_cut() -> None:
+    runs = [run(f"run-{i:04d}-{'x' * 60}", status) for i in range(600) for status in ("succeeded", "failed")]
+    runs += [run(f"stuck-{i}", "running", stuck=True) for i in range(300)]
+    data = DigestData(channel="C1", since=SINCE, runs=runs, more_link="https://x.slack.com/archives/C1")
+    blocks = compose_digest(data, NOW)
+    assert len(blocks) <= MAX_BLOCKS
+    for block in blocks:
+        if block["type"] == "section":
+            assert len(block["text"]["text"]) <= MAX_SECTION_CHARS
+    body = text_of(blocks)
+    assert "Finished* (600)" in body and "…and 590 more (<https://x.slack.com/archives/C1|see the channel>)" in body
+    assert "Stuck* (300)" in body
