@@ -10,6 +10,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # constraints.txt pins the versions this project was tested with; torch must stay 2.13.0 (CPU build).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[trainer,dev]'
+# polyaxon 2.18 declares Jinja2<3.1.5, but transformers' chat templates need >=3.1.6; polyaxon runs fine on 3.1.6
+# (the whole suite runs on it), so the newer one is laid over the resolved set without touching anything else.
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps 'Jinja2==3.1.6'
 
 export POLYAXON_NO_CONFIG=true
 export HF_HUB_OFFLINE=1
