@@ -52,9 +52,21 @@ def main(log_level: str) -> None:
 @click.option("--port", default=None, type=int, help="HTTP port (default FINETUNE_HTTP_PORT or 3000).")
 def serve(host: str | None, port: int | None) -> None:
     """Serve Slack: Socket Mode when SLACK_APP_TOKEN is set, else HTTP on /slack/events."""
+    from bot.app import build_runtime
+    from bot.web import run_serve
+
     settings = _settings()
     _require_migrated(settings)
-    _not_yet("serve", 4)
+    try:
+        settings.require_slack()
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from exc
+    runtime = build_runtime(settings)
+    runtime.start()
+    try:
+        run_serve(settings, runtime.services, host or settings.http.host, port or settings.http.port, app=runtime.app)
+    finally:
+        runtime.stop()
 
 
 @main.command()
@@ -76,7 +88,9 @@ def local() -> None:
 )
 def local_polyaxon(port: int | None, store: Path) -> None:
     """Run only the local Polyaxon server and process agent, in the foreground."""
-    _not_yet("local-polyaxon", 3)
+    from bot.local.polyaxon.main import main as run_local_polyaxon
+
+    sys.exit(run_local_polyaxon(port=port, store=store))
 
 
 @main.group()
@@ -129,7 +143,15 @@ def manifests() -> None:
 @click.option("--catalog-dir", default=None, type=click.Path(path_type=Path), help="Default: FINETUNE_CATALOG_DIR.")
 def manifests_check(catalog_dir: Path | None) -> None:
     """Validate every recipe x preset combination with Polyaxon's checker."""
-    _not_yet("manifests check", 5)
+    from bot.catalog import check_catalog
+
+    folder = catalog_dir if catalog_dir is not None else _settings().finetune.catalog_dir
+    problems = check_catalog(folder)
+    for problem in problems:
+        click.echo(f"{folder}: {problem}", err=True)
+    if problems:
+        raise click.ClickException(f"{len(problems)} problem(s) in {folder}")
+    click.echo(f"{folder}: every recipe x preset pair compiles")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,123 @@
+"""Preflight memory estimate: parameter counts of known architectures and the budget comparison."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.memory import (
+    GIB,
+    ModelConfigError,
+    ModelShape,
+    estimate_training_memory,
+    lora_parameter_count,
+    shape_from_config,
+)
+
+QWEN_05B = ModelShape(
+    hidden_size=896,
+    intermediate_size=4864,
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    vocab_size=151936,
+    tie_word_embeddings=True,
+    torch_dtype="bfloat16",
+)
+LLAMA_8B = ModelShape(
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_hidden_layers=32,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    vocab_size=128256,
+    torch_dtype="bfloat16",
+)
+
+
+@pytest.mark.parametrize(
+    ("shape", "published"),
+    [(QWEN_05B, 494_032_768), (LLAMA_8B, 8_030_261_248)],
+    ids=["qwen2.5-0.5b", "llama-3.1-8b"],
+)
+def test_parameter_count_matches_published_sizes(shape: ModelShape, published: int) -> None:
+    # Published counts include Qwen's attention biases (~27k), which the estimate leaves out.
+    assert abs(shape.parameter_count() - published) / published < 0.001
+
+
+def test_lora_parameter_count() -> None:
+    # Llama-3.1-8B, r=16 on all linear layers: 41.9M, the figure PEFT prints for this setup.
+    assert lora_parameter_count(LLAMA_8B, 16, "all-linear") == 41_943_040
+    assert lora_parameter_count(LLAMA_8B, 16, "q_proj,v_proj") == 32 * 16 * ((4096 + 4096) + (4096 + 1024))
+
+
+def test_full_fine_tune_of_8b_does_not_fit_one_80gb_gpu() -> None:
+    estimate = estimate_training_memory(
+        LLAMA_8B,
+        dtype="bfloat16",
+        use_peft=False,
+        batch_size=4,
+        seq_len=4096,
+        gradient_checkpointing=True,
+        mixed_precision=True,
+        budget_bytes=80 * GIB,
+        budget_source="GPU memory of gpu-1x",
+    )
+    assert estimate.fits is False
+    assert estimate.weights_bytes == estimate.parameters * 2
+    assert estimate.optimizer_bytes == 2 * estimate.gradients_bytes
+    assert "OVER BUDGET" in estimate.summary() and "vs 80 GiB" in estimate.summary()
+
+
+def test_lora_of_8b_fits_and_is_smaller() -> None:
+    common = {"dtype": "bfloat16", "batch_size": 4, "seq_len": 4096, "gradient_checkpointing": True}
+    lora = estimate_training_memory(LLAMA_8B, use_peft=True, budget_bytes=80 * GIB, **common)  # type: ignore[arg-type]
+    full = estimate_training_memory(LLAMA_8B, use_peft=False, **common)  # type: ignore[arg-type]
+    assert lora.fits is True and lora.total_bytes < full.total_bytes / 2
+    assert lora.trainable_parameters == 41_943_040
+
+
+def test_activations_grow_with_tokens_and_checkpointing_helps() -> None:
+    def total(batch: int, checkpointing: bool) -> int:
+        return estimate_training_memory(
+            QWEN_05B,
+            dtype="bfloat16",
+            use_peft=True,
+            batch_size=batch,
+            seq_len=2048,
+            gradient_checkpointing=checkpointing,
+        ).activations_bytes
+
+    assert total(8, False) > total(4, False) > total(4, True)
+
+
+def test_auto_dtype_follows_the_checkpoint() -> None:
+    estimate = estimate_training_memory(QWEN_05B, dtype="auto", use_peft=False, batch_size=1, seq_len=128)
+    assert estimate.dtype == "bfloat16"
+    with pytest.raises(ModelConfigError):
+        estimate_training_memory(QWEN_05B, dtype="int3", use_peft=False, batch_size=1, seq_len=128)
+
+
+def test_cpu_estimate_without_budget() -> None:
+    estimate = estimate_training_memory(
+        QWEN_05B, dtype="float32", use_peft=False, batch_size=1, seq_len=128, device="cpu"
+    )
+    assert estimate.fits is None and estimate.device == "cpu" and "CPU" in estimate.summary()
+
+
+def test_shape_from_config() -> None:
+    shape = shape_from_config({**QWEN_05B.model_dump(), "num_key_value_heads": None})
+    assert shape.num_key_value_heads == 14  # defaults to the attention heads (no GQA)
+    with pytest.raises(ModelConfigError, match="hidden_size"):
+        shape_from_config({"vocab_size": 10})
+
+
+@pytest.mark.parametrize(
+    ("optim", "per_parameter"),
+    [("adamw_torch", 4.0), ("adamw_torch_fused", 4.0), ("adamw_8bit", 2.0), ("adamw_torch_4bit", 1.0), ("sgd", 0.0)],
+    ids=["adamw", "adamw-fused", "adamw-8bit", "adamw-4bit", "sgd"],
+)
+def test_optimizer_state_by_optim(optim: str, per_parameter: float) -> None:
+    estimate = estimate_training_memory(
+        LLAMA_8B, dtype="bfloat16", use_peft=False, batch_size=1, seq_len=128, optim=optim
+    )
+    assert estimate.optimizer_bytes == int(estimate.parameters * per_parameter)

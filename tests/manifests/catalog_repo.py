@@ -1,0 +1,49 @@
+"""Build a throw-away repository for catalog tests: a copy of manifests/ and trainer/, plus a model folder.
+
+The model folder holds the tiny Llama's real `config.json` numbers and a weights file: the catalog
+only pins local folders by the sha256 of their files and reads `config.json` for the memory
+estimate, so this is all it reads. (Building the real tiny model costs ~10 s of torch imports; the
+trainer-marked test in tests/manifests/ does that.)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFESTS = REPO / "manifests"
+
+TINY_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 688,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 861,
+    "tie_word_embeddings": True,
+    "torch_dtype": "float32",
+}
+
+
+def make_repo(root: Path, *, with_model: bool = True) -> Path:
+    """Copy manifests/ and trainer/*.py under `root`; add `.finetune/models/tiny-llama` unless told not to."""
+    shutil.copytree(MANIFESTS, root / "manifests")
+    shutil.copytree(REPO / "trainer", root / "trainer", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if with_model:
+        model = root / ".finetune" / "models" / "tiny-llama"
+        model.mkdir(parents=True)
+        (model / "config.json").write_text(json.dumps(TINY_CONFIG), encoding="utf-8")
+        (model / "model.safetensors").write_bytes(bytes(range(256)) * 64)
+    return root / "manifests"
+
+
+def write(catalog_dir: Path, relative: str, text: str) -> Path:
+    """Write (or overwrite) one manifest file of a test catalog."""
+    path = catalog_dir / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
