@@ -1,0 +1,141 @@
+"""The trainer's own arguments and its parser (TRL's shape: dataclasses with `help`, parsed by `TrlParser`).
+
+`ScriptArguments` and `EvalArguments` are plain dataclasses so that `import trainer.config` stays
+cheap; `build_parser()` imports TRL inside and combines them with TRL's `SFTConfig` and `ModelConfig`.
+A YAML file given with `--config` sets the defaults; flags on the command line win over it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_LOCAL_OUTPUT_DIR = "outputs"
+
+# SFTConfig defaults that do not suit this project (see DESIGN.md, "The trainer on these machines"):
+# bf16 on by default fails on CPU, gradient checkpointing costs ~2x on small models, and the output
+# folder must stay unset so that a Polyaxon run's outputs path can be chosen at run time.
+TRAINER_DEFAULTS: dict[str, Any] = {
+    "bf16": False,
+    "gradient_checkpointing": None,
+    "output_dir": "",
+    "report_to": "none",
+    "logging_steps": 10,
+    "save_strategy": "steps",
+    "save_steps": 500,
+    "disable_tqdm": True,
+}
+
+
+@dataclass
+class ScriptArguments:
+    """Data, pins and resume arguments of `python -m trainer`."""
+
+    dataset_name: str = field(
+        default="",
+        metadata={"help": "Training data: a hub dataset id, or a local folder or .jsonl/.json/.parquet file."},
+    )
+    dataset_revision: str = field(
+        default="main",
+        metadata={"help": "Dataset revision (commit sha) for a hub dataset; ignored for local data."},
+    )
+    dataset_digest: str = field(
+        default="",
+        metadata={"help": "sha256 of the local data files (see trainer.data.dataset_digest); verified when set."},
+    )
+    dataset_split: str = field(default="train", metadata={"help": "Split of the training dataset to train on."})
+    recipe_name: str = field(default="", metadata={"help": "Name of the catalog recipe this run comes from."})
+    recipe_hash: str = field(
+        default="",
+        metadata={"help": "Hash of the resolved recipe; checkpoints only resume into a run with the same hash."},
+    )
+    code_revision: str = field(
+        default="", metadata={"help": "Git revision of the training code (defaults to `git rev-parse HEAD`)."}
+    )
+    image_digest: str = field(default="", metadata={"help": "Digest of the container image the run uses."})
+    resume_from: str = field(
+        default="",
+        metadata={
+            "help": "Resume from a run's artifacts/outputs path, a checkpoint folder, or `latest` (the newest "
+            "complete checkpoint under --output_dir); empty starts from scratch."
+        },
+    )
+    metrics_jsonl: str = field(
+        default="",
+        metadata={"help": "Local JSONL tracking file (default: OUTPUT_DIR/metrics.jsonl)."},
+    )
+
+
+@dataclass
+class EvalArguments:
+    """The recipe's fixed evaluation contract (see trainer.evaluation)."""
+
+    eval_dataset_name: str = field(
+        default="", metadata={"help": "Evaluation data: hub id, local folder or file; empty disables evaluation."}
+    )
+    eval_dataset_revision: str = field(default="main", metadata={"help": "Evaluation dataset revision."})
+    eval_split: str = field(default="eval", metadata={"help": "Split of the evaluation dataset."})
+    eval_max_samples: int = field(
+        default=0, metadata={"help": "Evaluate on this many rows (seeded selection); 0 means all rows."}
+    )
+    eval_metrics: str = field(
+        default="eval_loss,eval_perplexity",
+        metadata={"help": "Comma-separated metric names to report (see trainer.evaluation.SUPPORTED_METRICS)."},
+    )
+    eval_procedure_version: str = field(
+        default="v1", metadata={"help": "Version of the evaluation procedure (see trainer.evaluation)."}
+    )
+    eval_seed: int = field(default=0, metadata={"help": "Seed of the evaluation row selection."})
+    eval_contract_hash: str = field(
+        default="",
+        metadata={"help": "Expected hash of the eval contract; the run refuses to start when it differs."},
+    )
+
+
+def build_parser() -> Any:
+    """Return a `TrlParser` over (ScriptArguments, SFTConfig, ModelConfig, EvalArguments) with project defaults."""
+    from trl import ModelConfig, SFTConfig, TrlParser
+
+    dataclass_types: Any = (ScriptArguments, SFTConfig, ModelConfig, EvalArguments)
+    parser = TrlParser(dataclass_types, prog="python -m trainer")
+    parser.set_defaults(**TRAINER_DEFAULTS)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, Any, Any, Any]:
+    """Parse `--config recipe.yaml` plus command-line overrides into (script, training, model, eval) args."""
+    prepare_cpu_distributed()
+    parser = build_parser()
+    script_args, training_args, model_args, eval_args = parser.parse_args_and_config(
+        args=list(argv) if argv is not None else None
+    )
+    model_args.lora_target_modules = normalize_target_modules(model_args.lora_target_modules)
+    return script_args, training_args, model_args, eval_args
+
+
+def prepare_cpu_distributed() -> None:
+    """Under torchrun on a machine without CUDA, make Accelerate use the CPU (gloo) process group.
+
+    Accelerate only builds a multi-CPU state when told it runs on CPU; `--use_cpu` would also do
+    that but changes precision defaults, so the environment switch is used (before the
+    TrainingArguments set up their device).
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or "ACCELERATE_USE_CPU" in os.environ:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ["ACCELERATE_USE_CPU"] = "true"
+
+
+def normalize_target_modules(value: str | list[str] | None) -> str | list[str] | None:
+    """Accept LoRA target modules space- or comma-separated; keep `all-linear` (and other single names) as is."""
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else list(value)
+    names = [name.strip() for item in items for name in item.split(",") if name.strip()]
+    if len(names) == 1 and isinstance(value, str):
+        return names[0]
+    return names
