@@ -69,6 +69,7 @@ class Run(SQLModel, table=True):
     recipe_hash: str = Field(max_length=80)
     component: str = Field(default="", max_length=128)
     params: dict[str, Any] = _json(dict)
+    overrides: dict[str, Any] = _json(dict)
     presets: list[str] = _json(list)
     pins: dict[str, Any] = _json(dict)
     comparable: bool = Field(default=True)
@@ -81,6 +82,9 @@ class Run(SQLModel, table=True):
     status: str = Field(default="planned", max_length=32, index=True)
     parent_run_id: int | None = Field(default=None, foreign_key="runs.id")
     last_metrics: dict[str, Any] = _json(dict)
+    pending_operation: dict[str, Any] | None = Field(
+        default=None, sa_column=sa.Column(sa.JSON(), nullable=True), description="Operation waiting for Polyaxon"
+    )
     last_step: int | None = Field(default=None)
     last_activity_at: datetime | None = _ts()
     stuck_flagged_at: datetime | None = _ts()

@@ -27,6 +27,8 @@ from storage.models import (
 ACTIVE_STATUSES = frozenset(
     {
         "planned",
+        "submitting",
+        "pending_submit",
         "created",
         "compiled",
         "queued",
@@ -42,7 +44,7 @@ ACTIVE_STATUSES = frozenset(
         "resuming",
     }
 )
-TERMINAL_STATUSES = frozenset({"succeeded", "failed", "stopped", "skipped", "upstream_failed", "done"})
+TERMINAL_STATUSES = frozenset({"succeeded", "failed", "stopped", "skipped", "upstream_failed", "done", "submit_failed"})
 
 
 class DuplicateError(Exception):
@@ -117,6 +119,11 @@ def list_active_runs(session: Session, *, requester: str | None = None) -> Seque
     return session.exec(stmt.order_by(col(Run.id))).all()
 
 
+def list_recent_runs(session: Session, *, limit: int = 100) -> Sequence[Run]:
+    """The newest runs, newest first."""
+    return session.exec(select(Run).order_by(col(Run.id).desc()).limit(limit)).all()
+
+
 def update_run(session: Session, run: Run, **fields: Any) -> Run:
     """Set fields on a run and bump updated_at."""
     for key, value in fields.items():
@@ -149,6 +156,25 @@ def record_status(
 def list_status_events(session: Session, *, run_id: int) -> Sequence[StatusEvent]:
     """A run's transitions, oldest first."""
     return session.exec(select(StatusEvent).where(StatusEvent.run_id == run_id).order_by(col(StatusEvent.id))).all()
+
+
+def unposted_status_events(session: Session) -> Sequence[tuple[StatusEvent, Run]]:
+    """Transitions recorded but not yet told in their run's thread (a crash between the two)."""
+    return session.exec(
+        select(StatusEvent, Run)
+        .join(Run, col(Run.id) == col(StatusEvent.run_id))
+        .where(col(StatusEvent.posted_ts).is_(None), col(Run.thread_ts).is_not(None))
+        .order_by(col(StatusEvent.id))
+    ).all()
+
+
+def mark_status_event_posted(session: Session, *, event_id: int, ts: str) -> None:
+    """Remember the thread message that told a transition."""
+    event = session.get(StatusEvent, event_id)
+    if event is not None:
+        event.posted_ts = ts
+        session.add(event)
+        session.flush()
 
 
 # --- posted messages --------------------------------------------------------------------------

@@ -1,0 +1,162 @@
+"""The composition root: `build_app(settings, services)` wires the Bolt app and every Slack listener."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from slack_bolt import App
+from slack_sdk.errors import SlackApiError
+from sqlalchemy.engine import Engine
+
+from bot.metrics import BotMetrics
+from bot.scheduler import build_scheduler, stop_scheduler
+from bot.services import Services
+from bot.settings import Settings
+from bot.slack_client import SlackReplyError, build_web_client, post_to_response_url
+from handlers import actions, commands, reactions
+from handlers import watcher as watcher_jobs
+from handlers.digests import DigestRuntime
+from handlers.watcher import Watcher
+from storage.db import SessionFactory, make_engine
+
+if TYPE_CHECKING:
+    from bot.polyaxon import PolyaxonGateway
+
+logger = logging.getLogger("finetune_bot.slack")
+
+
+def delivery_kind(body: dict[str, Any]) -> str:
+    """command, event, action or other, from a parsed Bolt request body."""
+    if "command" in body:
+        return "command"
+    if body.get("type") == "event_callback":
+        return "event"
+    if body.get("type") in ("block_actions", "view_submission", "view_closed", "shortcut", "message_action"):
+        return "action"
+    return "other"
+
+
+def build_app(settings: Settings, services: Services) -> App:
+    """The Bolt app: retrying WebClient, a listener pool sized so slow work never delays acks, all listeners."""
+    settings.require_slack()
+    signing_secret = (
+        settings.slack.signing_secret.get_secret_value()
+        if settings.slack.signing_secret is not None
+        # Socket Mode needs no signing secret; a random one makes any HTTP request fail verification (fail closed).
+        else secrets.token_hex(32)
+    )
+    app = App(
+        name="finetune-bot",
+        client=build_web_client(settings, services.metrics),
+        signing_secret=signing_secret,
+        token_verification_enabled=True,
+        request_verification_enabled=True,
+        process_before_response=False,
+        # Bolt's default pool of 5 lets slow work hold up the acks queued behind it.
+        listener_executor=ThreadPoolExecutor(
+            max_workers=settings.finetune.listener_threads, thread_name_prefix="slack-listener"
+        ),
+        logger=logging.getLogger("finetune_bot.bolt"),
+    )
+
+    def handle_error(error: Exception, body: dict[str, Any]) -> None:
+        """The one error handler (Bolt's and the deferred work's): log, count, tell the user a reference."""
+        ref = uuid.uuid4().hex[:8]
+        kind = delivery_kind(body)
+        services.metrics.listener_errors.labels(kind=kind).inc()
+        logger.error("listener failed (ref %s, kind=%s): %s", ref, kind, type(error).__name__, exc_info=error)
+        response_url = body.get("response_url")
+        if response_url and not isinstance(error, SlackReplyError):
+            message = {
+                "response_type": "ephemeral",
+                "replace_original": False,
+                "text": f":warning: Something went wrong on the bot's side (reference `{ref}`). "
+                "The error is logged; please tell the bot's maintainers.",
+            }
+            try:
+                post_to_response_url(str(response_url), message, services.metrics)
+            except (SlackReplyError, SlackApiError) as exc:
+                logger.error("could not tell the user about ref %s: %s", ref, exc)
+
+    app.error(handle_error)
+    services.work.on_error = handle_error
+    commands.register(app, services)
+    reactions.register(app, services)
+    actions.register(app, services)
+    return app
+
+
+@dataclass
+class Runtime:
+    """Everything one bot process owns: database, services, Bolt app, scheduler (with watcher and digests)."""
+
+    settings: Settings
+    engine: Engine
+    services: Services
+    app: App
+    scheduler: BackgroundScheduler
+    watcher: Watcher | None
+
+    def start(self) -> None:
+        """Start the scheduled jobs (the watcher, stored digests)."""
+        self.scheduler.start()
+        if self.services.digests is not None:
+            self.services.digests.start()
+
+    def stop(self) -> None:
+        """Stop jobs and work in flight, then let the database go."""
+        if self.services.digests is not None:
+            self.services.digests.stop()
+        stop_scheduler(self.scheduler)
+        self.services.work.shutdown()
+        self.engine.dispose()
+
+
+def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None) -> Runtime:
+    """The composition root of `serve` and `local`: build every long-lived part once, from settings.
+
+    Without POLYAXON_HOST (and no `gateway`) the bot still answers help, recipes, presets, dry runs and
+    digests, and says of run/status/logs/stop/resume/compare that they need Polyaxon.
+    """
+    from bot.catalog import Catalog
+    from bot.runs import RunService
+
+    engine = make_engine(settings.finetune.database_url)
+    sessions = SessionFactory(engine)
+    metrics = BotMetrics()
+    client = build_web_client(settings, metrics)
+    if gateway is None and settings.polyaxon.host:
+        from bot.polyaxon import PolyaxonGateway  # seconds to import: only when Polyaxon is configured
+
+        gateway = PolyaxonGateway(
+            host=settings.polyaxon.host,
+            token=settings.polyaxon.auth_token.get_secret_value() if settings.polyaxon.auth_token else None,
+            owner=settings.polyaxon.owner,
+            project=settings.polyaxon.project,
+            timeout_s=settings.polyaxon.timeout_s,
+        )
+    catalog = Catalog.load(settings.finetune.catalog_dir)
+    services = Services(sessions=sessions, catalog=catalog, gateway=gateway, metrics=metrics)
+    scheduler = build_scheduler(settings, engine)
+    services.digests = DigestRuntime(
+        settings=settings, sessions=sessions, client=client, scheduler=scheduler, clock=services.clock
+    )
+    watcher: Watcher | None = None
+    if gateway is not None:
+        gateway.ensure_project()
+        services.runs = RunService(
+            settings=settings, sessions=sessions, catalog=catalog, gateway=gateway, client=client, clock=services.clock
+        )
+        watcher = Watcher(
+            runs=services.runs, clock=services.clock, stuck_after=timedelta(seconds=settings.finetune.stuck_after_s)
+        )
+        watcher_jobs.register(scheduler, watcher, interval_s=settings.finetune.watch_interval_s)
+    app = build_app(settings, services)
+    return Runtime(settings, engine, services, app, scheduler, watcher)

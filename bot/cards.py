@@ -1,0 +1,110 @@
+"""The status card: one message per run in the channel, edited in place. Pure rendering."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from bot.blocks import command_button, context, escape, header, section
+
+STATUS_EMOJI = {
+    "submitting": ":hourglass_flowing_sand:",
+    "pending_submit": ":hourglass:",
+    "submit_failed": ":no_entry:",
+    "created": ":new:",
+    "compiled": ":new:",
+    "queued": ":inbox_tray:",
+    "scheduled": ":inbox_tray:",
+    "starting": ":arrow_forward:",
+    "running": ":runner:",
+    "processing": ":runner:",
+    "stopping": ":octagonal_sign:",
+    "succeeded": ":white_check_mark:",
+    "failed": ":x:",
+    "stopped": ":octagonal_sign:",
+}
+CARD_METRICS = ("loss", "eval_loss", "learning_rate", "grad_norm", "eval_perplexity")
+
+
+class CardView(BaseModel):
+    """Everything the card shows about a run."""
+
+    name: str
+    uuid: str | None = None
+    recipe: str
+    recipe_hash: str = ""
+    presets: list[str] = Field(default_factory=list)
+    pins: dict[str, Any] = Field(default_factory=dict)
+    comparable: bool = True
+    requester: str
+    status: str
+    step: int | None = None
+    max_steps: int | None = None
+    metrics: dict[str, float] = Field(default_factory=dict)
+    polyaxon_url: str | None = None
+    parent_name: str | None = None
+    parent_link: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    model_name: str | None = None
+    note: str | None = None
+
+
+def _progress(step: int | None, max_steps: int | None) -> str:
+    if step is None:
+        return ""
+    if not max_steps or max_steps <= 0:
+        return f"step {step}"
+    done = max(0, min(10, round(10 * step / max_steps)))
+    return f"step {step}/{max_steps} `{'█' * done}{'░' * (10 - done)}`"
+
+
+def render_card(view: CardView) -> list[dict[str, Any]]:
+    """Blocks of the run's status card, with buttons that carry commands back through the parser."""
+    emoji = STATUS_EMOJI.get(view.status, ":grey_question:")
+    blocks: list[dict[str, Any]] = [header(f"{view.recipe} · {view.name}")]
+    presets = ", ".join(f"`{p}`" for p in view.presets) or "none"
+    status_line = f"{emoji} *{view.status}*"
+    progress = _progress(view.step, view.max_steps)
+    if progress:
+        status_line += f" · {progress}"
+    lines = [status_line, f"*Requested by* <@{view.requester}> · *Presets* {presets}"]
+    if not view.comparable:
+        lines.append(":warning: *non-comparable*: not fully pinned (exploration)")
+    if view.parent_name:
+        parent = f"<{view.parent_link}|{view.parent_name}>" if view.parent_link else f"`{view.parent_name}`"
+        lines.append(f":leftwards_arrow_with_hook: resumed from {parent}")
+    if view.note:
+        lines.append(escape(view.note))
+    blocks.append(section("\n".join(lines)))
+    shown = {k: v for k, v in view.metrics.items() if k in CARD_METRICS}
+    if shown:
+        blocks.append(section("*Latest metrics* " + " · ".join(f"{k} `{v:.4g}`" for k, v in sorted(shown.items()))))
+    pins = " · ".join(f"{k} `{escape(str(v))[:12]}`" for k, v in sorted(view.pins.items()))
+    ctx = [f"run `{view.uuid[:8]}`" if view.uuid else "not submitted yet"]
+    if view.polyaxon_url:
+        ctx.append(f"<{view.polyaxon_url}|open in Polyaxon>")
+    if pins:
+        ctx.append(f"pins: {pins}")
+    blocks.append(context(*ctx))
+    ref = view.name
+    buttons = [command_button("Logs", f"logs {ref}", suffix="logs")]
+    buttons.append(command_button("Compare", f"compare {ref}", suffix="compare"))
+    if view.status not in {"succeeded", "failed", "stopped", "submit_failed"}:
+        buttons.append(command_button("Stop", f"stop {ref}", suffix="stop", style="danger"))
+    if view.status == "succeeded":
+        model = view.model_name or view.recipe
+        buttons.append(
+            command_button("Request registration", f"register {ref} model={model}", suffix="register", style="primary")
+        )
+    if view.status in {"failed", "stopped"}:
+        buttons.append(command_button("Resume", f"resume {ref}", suffix="resume"))
+    blocks.append({"type": "actions", "elements": buttons})
+    return blocks
+
+
+def card_text(view: CardView) -> str:
+    """Notification text of the card (what clients show without blocks)."""
+    return f"{view.recipe} {view.name}: {view.status}"

@@ -1,0 +1,135 @@
+"""The long-lived collaborators every handler receives (the seam between Slack listeners and the rest)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from bot.metrics import BotMetrics
+from storage.db import SessionFactory
+
+if TYPE_CHECKING:
+    from bot.catalog import Catalog
+    from bot.runs import RunService
+    from handlers.digests import DigestRuntime
+
+# Work waits at most this long for pending acks, so a steady stream of deliveries cannot starve it.
+MAX_YIELD_S = 0.25
+# A burst is over when no delivery has been pending for this long (arrivals have gaps of a few ms).
+SETTLE_S = 0.02
+# Work after an ack mostly waits on Slack, Polyaxon or the database: threads, not cores.
+WORK_THREADS = 32
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class AckGate:
+    """Counts deliveries still waiting for their ack, so work that follows an ack can let them go first.
+
+    Python threads share one interpreter lock: work running while a burst is being acked slows every
+    ack behind it. The front door (HTTP or Socket Mode) brackets each delivery with `enter`/`leave`;
+    a listener calls `yield_to_acks()` after `ack()` and before its work.
+    """
+
+    def __init__(self, max_yield_s: float = MAX_YIELD_S, settle_s: float = SETTLE_S) -> None:
+        self.max_yield_s = max_yield_s
+        self.settle_s = settle_s
+        self._pending = 0
+        self._idle_since = time.monotonic()
+        self._idle = threading.Condition()
+
+    def enter(self) -> None:
+        """A delivery arrived."""
+        with self._idle:
+            self._pending += 1
+
+    def leave(self) -> None:
+        """A delivery was answered."""
+        with self._idle:
+            self._pending -= 1
+            if self._pending <= 0:
+                self._pending = 0
+                self._idle_since = time.monotonic()
+                self._idle.notify_all()
+
+    @property
+    def pending(self) -> int:
+        """Deliveries not yet answered."""
+        with self._idle:
+            return self._pending
+
+    def yield_to_acks(self) -> None:
+        """Wait until no delivery has been waiting for its ack for `settle_s` (at most `max_yield_s` in all)."""
+        deadline = time.monotonic() + self.max_yield_s
+        with self._idle:
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    return
+                if self._pending == 0:
+                    quiet_for = now - self._idle_since
+                    if quiet_for >= self.settle_s:
+                        return
+                    self._idle.wait(timeout=min(self.settle_s - quiet_for, deadline - now))
+                else:
+                    self._idle.wait(timeout=deadline - now)
+
+
+ErrorReporter = Callable[[Exception, dict[str, Any]], None]
+
+
+class DeferredWork:
+    """Runs what a listener does after `ack()`, on a pool of its own, once pending acks have gone out.
+
+    Bolt's listener threads then only ack, so slow work (Slack, Polyaxon, the database) never holds
+    a thread an ack needs. `build_app` sets `on_error` to the app's one error handler.
+    """
+
+    def __init__(self, gate: AckGate, threads: int = WORK_THREADS) -> None:
+        self.gate = gate
+        self.on_error: ErrorReporter | None = None
+        # Threads start lazily, on the first submit: constructing this has no side effects.
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="slack-work")
+
+    def submit(self, body: dict[str, Any], work: Callable[[], None]) -> Future[None]:
+        """Run `work()` soon; an exception goes to `on_error` with the delivery's body."""
+        return self._pool.submit(self._run, body, work)
+
+    def _run(self, body: dict[str, Any], work: Callable[[], None]) -> None:
+        self.gate.yield_to_acks()
+        try:
+            work()
+        except Exception as exc:
+            if self.on_error is None:
+                raise
+            self.on_error(exc, body)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Finish queued work (when `wait`) and stop the threads."""
+        self._pool.shutdown(wait=wait)
+
+
+@dataclass
+class Services:
+    """Built once by the CLI (or a test) and passed to `build_app` and every `register(app, services)`."""
+
+    sessions: SessionFactory
+    catalog: Catalog | None = None
+    gateway: Any | None = None  # bot.polyaxon.PolyaxonGateway
+    # Run lifecycle and digests need Polyaxon / a scheduler; a bot built without them answers that they are off.
+    runs: RunService | None = None
+    digests: DigestRuntime | None = None
+    metrics: BotMetrics = field(default_factory=BotMetrics)
+    clock: Callable[[], datetime] = _utcnow
+    acks: AckGate = field(default_factory=AckGate)
+    work: DeferredWork = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.work = DeferredWork(self.acks)

@@ -1,0 +1,160 @@
+"""The `/finetune` slash command: ack first, then dedupe, parse, act, and reply ephemerally via response_url."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from slack_bolt import Ack, App
+
+from bot.blocks import render_command_error, render_help, render_plan, render_presets, render_recipes
+from bot.grammar import (
+    SUBCOMMANDS,
+    Command,
+    CommandError,
+    CompareCommand,
+    DigestCommand,
+    HelpCommand,
+    LogsCommand,
+    PresetsCommand,
+    RecipesCommand,
+    ResumeCommand,
+    RunCommand,
+    StatusCommand,
+    StopCommand,
+    parse_command,
+)
+from bot.services import Services
+from bot.slack_client import post_to_response_url
+from handlers.deliveries import command_key, first_delivery
+from storage.repos import add_audit
+
+if TYPE_CHECKING:
+    from bot.catalog import Catalog
+
+COMMAND = "/finetune"
+Blocks = list[dict[str, Any]]
+
+logger = logging.getLogger("finetune_bot.commands")
+
+
+def register(app: App, services: Services) -> None:
+    """Register the `/finetune` listener."""
+
+    @app.command(COMMAND)
+    def handle_finetune(ack: Ack, body: dict[str, Any]) -> None:
+        # Ack before anything that can be slow (database, catalog, Slack calls): Slack gives 3 s.
+        ack()
+        services.work.submit(body, lambda: handle_command_delivery(services, body))
+
+
+def handle_command_delivery(services: Services, body: dict[str, Any]) -> None:
+    """After the ack: skip a duplicate, carry the command out, reply via its response_url."""
+    if not first_delivery(services, key=command_key(body), kind="command"):
+        return
+    logger.info("command %s", describe_command(body))
+    reply = compose_reply(
+        services,
+        str(body.get("text") or ""),
+        user_id=str(body.get("user_id")),
+        channel_id=str(body.get("channel_id")),
+        delivery_key=command_key(body),
+    )
+    post_to_response_url(str(body["response_url"]), reply, services.metrics)
+
+
+def describe_command(body: dict[str, Any]) -> str:
+    """Ids and the subcommand only: never the text (it may hold values), response_url or trigger_id."""
+    words = str(body.get("text") or "").split()
+    sub = words[0].lower() if words else "help"
+    return (
+        f"team={body.get('team_id')} user={body.get('user_id')} channel={body.get('channel_id')} "
+        f"sub={sub if sub in SUBCOMMANDS else '?'}"
+    )
+
+
+def compose_reply(services: Services, text: str, *, user_id: str, channel_id: str, delivery_key: str) -> dict[str, Any]:
+    """Parse and carry out one command text (typed, or from a button); the ephemeral reply.
+
+    `delivery_key` names the Slack delivery: a run started by it is named after it, so a
+    retried delivery that slips past the dedupe still cannot start a second run.
+    """
+    name = "?"
+    try:
+        command = parse_command(text)
+        name = command.name
+        blocks = handle_command(services, command, user=user_id, channel=channel_id, delivery_key=delivery_key)
+        outcome = "ok"
+    except CommandError as err:  # PlanError is a CommandError too: both are the user's to fix
+        blocks = render_command_error(err)
+        outcome = "refused"
+    with services.sessions() as session:
+        # The subcommand only: the full text may carry values nobody should find in an audit log.
+        add_audit(session, user=user_id, channel=channel_id, command=f"{COMMAND} {name}", outcome=outcome)
+    return ephemeral(blocks)
+
+
+def handle_command(services: Services, command: Command, *, user: str, channel: str, delivery_key: str) -> Blocks:
+    """The reply blocks for a parsed command; raises CommandError for the user's mistakes."""
+    if isinstance(command, HelpCommand):
+        return render_help(command.topic)
+    if isinstance(command, RecipesCommand):
+        return render_recipes(_catalog(services))
+    if isinstance(command, PresetsCommand):
+        return render_presets(_catalog(services))
+    if isinstance(command, RunCommand) and command.dry_run:
+        # A PlanError (unknown recipe, a key the recipe does not declare, …) is a CommandError: the caller replies.
+        return render_plan(_catalog(services).plan(command))
+    if isinstance(command, DigestCommand):
+        if services.digests is None:
+            return not_available(command.name, "it needs the scheduler, which this bot was started without")
+        return reply_blocks(services.digests.apply(command, channel=channel, user=user))
+    if services.runs is None:
+        return not_available(command.name, "it needs Polyaxon, which this bot was started without (POLYAXON_HOST)")
+    runs = services.runs
+    if isinstance(command, RunCommand):
+        return runs.submit(command, user=user, channel=channel, delivery_key=delivery_key).as_blocks()
+    if isinstance(command, StatusCommand):
+        return runs.status(command.run, user=user).as_blocks()
+    if isinstance(command, LogsCommand):
+        return runs.logs(command.run, lines=command.lines, user=user).as_blocks()
+    if isinstance(command, StopCommand):
+        return runs.stop(command.run, user=user).as_blocks()
+    if isinstance(command, ResumeCommand):
+        return runs.resume(command, user=user, channel=channel, delivery_key=delivery_key).as_blocks()
+    if isinstance(command, CompareCommand):
+        return runs.compare(command, user=user).as_blocks()
+    return not_available(command.name, "it lands with a later release")
+
+
+def reply_blocks(text: str) -> Blocks:
+    """One mrkdwn section."""
+    return [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
+
+
+def not_available(subcommand: str, why: str) -> Blocks:
+    """The reply for a subcommand this bot cannot carry out, and why."""
+    return reply_blocks(
+        f":construction: `{COMMAND} {subcommand}` is not available on this bot: {why}. "
+        f"`{COMMAND} run … --dry-run`, `{COMMAND} recipes`, `{COMMAND} presets` and `{COMMAND} help` always work."
+    )
+
+
+def _catalog(services: Services) -> Catalog:
+    if services.catalog is None:
+        raise CommandError("no catalog is loaded on this bot (FINETUNE_CATALOG_DIR); ask its maintainers")
+    return services.catalog
+
+
+def ephemeral(blocks: Blocks) -> dict[str, Any]:
+    """A response_url body that only the requester sees and that leaves the original message alone."""
+    return {"response_type": "ephemeral", "replace_original": False, "text": fallback_text(blocks), "blocks": blocks}
+
+
+def fallback_text(blocks: Blocks) -> str:
+    """Notification text for blocks: the first header or section text, shortened."""
+    for block in blocks:
+        text = block.get("text")
+        if isinstance(text, dict) and text.get("text"):
+            return str(text["text"])[:300]
+    return "finetune-bot"

@@ -1,0 +1,45 @@
+"""Reaction events (`reaction_added`, `reaction_removed`): the bot events the manifest subscribes to.
+
+An event without a listener gets a 404 from Bolt, and Slack retries it (then disables the
+subscription), so every bot event in `manifests/slack/app-manifest.yaml` needs a listener; a test checks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from slack_bolt import App
+
+from bot.services import Services
+from handlers.deliveries import event_key, first_delivery
+
+logger = logging.getLogger("finetune_bot.events")
+
+SUBSCRIBED_EVENTS: tuple[str, ...] = ("reaction_added", "reaction_removed")
+
+
+def _listener(services: Services, event_type: str) -> Callable[..., None]:
+    def handle_event(body: dict[str, Any]) -> None:
+        # Bolt acks events before listeners run; the work waits for pending acks on its own pool.
+        services.work.submit(body, lambda: handle_reaction_delivery(services, body))
+
+    handle_event.__name__ = f"handle_{event_type}"
+    return handle_event
+
+
+def handle_reaction_delivery(services: Services, body: dict[str, Any]) -> None:
+    """After the ack: the delivery row makes a retried event a no-op."""
+    if not first_delivery(services, key=event_key(body), kind="event"):
+        return
+    event = body.get("event") or {}
+    logger.info("event %s event_id=%s user=%s", event.get("type"), body.get("event_id"), event.get("user"))
+    # Approvals by reaction land with a later issue, which fills in this function; until then a
+    # reaction is recorded as delivered and nothing else happens.
+
+
+def register(app: App, services: Services) -> None:
+    """Register a listener for every subscribed event."""
+    for event_type in SUBSCRIBED_EVENTS:
+        app.event(event_type)(_listener(services, event_type))

@@ -1,0 +1,88 @@
+"""The Slack app manifest declares exactly the commands and bot events `build_app` handles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bot.blocks import COMMAND_ACTION_ID
+from bot.local.slack import SlackSender, SlackStandIn
+from bot.local.slack.sender import block_actions_payload, reaction_event
+from bot.local.slack.server import DEFAULT_CHANNEL
+from tests.fixtures.slack import BotServer, wait_for
+
+MANIFEST = Path(__file__).resolve().parents[2] / "manifests" / "slack" / "app-manifest.yaml"
+
+# Bot events an app like this could plausibly subscribe to: each must be handled iff the manifest lists it.
+CANDIDATE_EVENTS = (
+    "reaction_added",
+    "reaction_removed",
+    "app_mention",
+    "message",
+    "app_home_opened",
+    "member_joined_channel",
+    "member_left_channel",
+    "channel_created",
+    "channel_rename",
+    "pin_added",
+    "file_shared",
+    "team_join",
+    "user_change",
+    "link_shared",
+    "app_uninstalled",
+    "tokens_revoked",
+    "subteam_members_changed",
+)
+
+
+@pytest.fixture(scope="module")
+def manifest() -> dict[str, Any]:
+    """The parsed manifest."""
+    data: dict[str, Any] = yaml.safe_load(MANIFEST.read_text())
+    return data
+
+
+def _event(kind: str) -> dict[str, Any]:
+    if kind.startswith("reaction_"):
+        return reaction_event(kind, user="U0BOB0001", channel=DEFAULT_CHANNEL, ts="1.000001", reaction="eyes")
+    return {"type": kind, "user": "U0BOB0001", "channel": DEFAULT_CHANNEL, "text": "hi", "ts": "1.000002"}
+
+
+def test_bot_events_are_exactly_the_handled_ones(
+    manifest: dict[str, Any], sender: SlackSender, bot_server: BotServer
+) -> None:
+    subscribed = set(manifest["settings"]["event_subscriptions"]["bot_events"])
+    assert subscribed <= set(CANDIDATE_EVENTS)
+    handled = {kind for kind in CANDIDATE_EVENTS if sender.event(_event(kind)).status == 200}
+    # Bolt answers 404 to an event nobody listens to, and Slack would retry it.
+    assert handled == subscribed
+    wait_for(lambda: len(bot_server.deliveries("event")) == len(subscribed))
+
+
+def test_slash_commands_are_exactly_the_handled_ones(manifest: dict[str, Any], sender: SlackSender) -> None:
+    declared = {c["command"] for c in manifest["features"]["slash_commands"]}
+    assert declared == {"/finetune"}
+    for command in (*declared, "/finetune-other", "/deploy"):
+        assert sender.slash_command("help", command=command).status == (200 if command in declared else 404)
+
+
+def test_interactivity_and_socket_mode(
+    manifest: dict[str, Any], sender: SlackSender, slack_standin: SlackStandIn
+) -> None:
+    settings = manifest["settings"]
+    assert settings["interactivity"]["is_enabled"] is True and settings["socket_mode_enabled"] is True
+    url = slack_standin.new_response_url(channel=DEFAULT_CHANNEL, user="U0ALICE01")
+    assert sender.interactivity(block_actions_payload(COMMAND_ACTION_ID, "help", response_url=url)).status == 200
+    assert sender.interactivity(block_actions_payload("something_else", "x", response_url=url)).status == 404
+    wait_for(lambda: slack_standin.response_url_posts())
+
+
+def test_scopes_are_least_privilege(manifest: dict[str, Any]) -> None:
+    scopes = set(manifest["oauth_config"]["scopes"]["bot"])
+    assert {"commands", "chat:write", "reactions:read"} <= scopes
+    assert "user" not in manifest["oauth_config"]["scopes"]  # no user-token scopes at all
+    broad = {s for s in scopes if s.endswith(":history") or s.startswith("admin") or s.endswith(":write.public")}
+    assert broad == set(), "the bot stores what it posted; it never needs to read history or write everywhere"
