@@ -154,8 +154,13 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
         services.runs = RunService(
             settings=settings, sessions=sessions, catalog=catalog, gateway=gateway, client=client, clock=services.clock
         )
+        interval = settings.finetune.watch_interval_s
         watcher = Watcher(
-            runs=services.runs, clock=services.clock, stuck_after=timedelta(seconds=settings.finetune.stuck_after_s)
+            runs=services.runs,
+            clock=services.clock,
+            stuck_after=timedelta(seconds=settings.finetune.stuck_after_s),
+            # Progress on the card: every other tick, and never more often than every 5 s per run.
+            metrics_every=timedelta(seconds=max(2 * interval, 5.0)),
         )
         watcher_jobs.register(scheduler, watcher, interval_s=settings.finetune.watch_interval_s)
     app = build_app(settings, services)

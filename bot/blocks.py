@@ -276,7 +276,7 @@ def render_help(topic: str | None) -> list[dict[str, Any]]:
 
 def render_command_error(err: CommandError) -> list[dict[str, Any]]:
     """A short reply for a user error: the message, the closest valid names, a pointer to help."""
-    blocks: list[dict[str, Any]] = [section(f":x: {escape(err.message)}")]
+    blocks: list[dict[str, Any]] = [section(f":x: {err.message if err.mrkdwn else escape(err.message)}")]
     hints = []
     if err.suggestions:
         hints.append("Did you mean " + ", ".join(f"`{escape(s)}`" for s in err.suggestions[:5]) + "?")

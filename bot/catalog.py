@@ -812,6 +812,18 @@ class Catalog:
             suggestions=suggestions,
         )
 
+    def missing_local_builds(self) -> list[str]:
+        """Build commands of local models and datasets that recipes name but that are not built yet."""
+        builds: dict[str, None] = {}
+        for recipe in self.recipes.values():
+            for ref in (recipe.spec.model, recipe.spec.dataset):
+                if ref is None or ref.path is None or ref.build is None:
+                    continue
+                path = Path(ref.path)
+                if not (path if path.is_absolute() else self.repo_root / path).exists():
+                    builds[ref.build] = None
+        return list(builds)
+
     def _local(self, written: str, what: str, build: str | None, require: bool) -> tuple[Path | None, str]:
         """Resolve a recipe's local path; (None, reason) when it is missing and not required."""
         path = Path(written)

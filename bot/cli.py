@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import TextIO
 
 import click
 
@@ -31,11 +32,6 @@ def _require_migrated(settings: Settings) -> None:
     if current != head_revision():
         where = "has no schema" if current is None else f"is at revision {current}, this code needs {head_revision()}"
         raise click.ClickException(f"the database {where}; run `finetune-bot db upgrade` first")
-
-
-def _not_yet(what: str, issue: int) -> None:
-    click.echo(f"finetune-bot {what}: not available yet; it lands with issue {issue}.", err=True)
-    sys.exit(2)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -70,11 +66,26 @@ def serve(host: str | None, port: int | None) -> None:
 
 
 @main.command()
-def local() -> None:
+@click.option(
+    "--script",
+    default=None,
+    type=click.File("r"),
+    help="Read shell lines from FILE (`-` for stdin) instead of the terminal; ends at EOF.",
+)
+@click.option(
+    "--store",
+    default=Path(".finetune"),
+    type=click.Path(path_type=Path),
+    show_default=True,
+    help="Folder for the local Polyaxon server's database and the runs' artifacts.",
+)
+def local(script: TextIO | None, store: Path) -> None:
     """The embedded default: local Polyaxon, local Slack stand-in, SQLite and an interactive shell."""
+    from bot.local.shell import run_local
+
     settings = _settings()
     _require_migrated(settings)
-    _not_yet("local", 7)
+    sys.exit(run_local(settings, store=store, lines=script))
 
 
 @main.command("local-polyaxon")

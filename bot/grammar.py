@@ -154,6 +154,10 @@ _STR_VALUE_RE = re.compile(r"^[A-Za-z0-9./][A-Za-z0-9 ._/@+,:=-]*$")
 class CommandError(Exception):
     """A user error in a command: says what is wrong and the closest valid names."""
 
+    # The message is plain text, escaped when shown; a subclass whose messages the bot writes in Slack
+    # markup (mentions such as <@U…>) sets this, and must escape any user text it puts in.
+    mrkdwn = False
+
     def __init__(self, message: str, *, suggestions: list[str] | None = None) -> None:
         super().__init__(message)
         self.message = message
@@ -281,7 +285,8 @@ Command = Annotated[
 
 def closest(word: str, options: list[str] | tuple[str, ...], n: int = 3) -> list[str]:
     """The valid names closest to `word`, best first (may be empty)."""
-    return difflib.get_close_matches(word, list(options), n=n, cutoff=0.6)
+    # dict.fromkeys: an option listed twice (a key and its input name alike) is suggested once.
+    return difflib.get_close_matches(word, list(dict.fromkeys(options)), n=n, cutoff=0.6)
 
 
 def did_you_mean(suggestions: list[str]) -> str:

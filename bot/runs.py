@@ -42,7 +42,12 @@ INLINE_LOG_BYTES = 3500
 
 
 class RunError(CommandError):
-    """A user error about runs (unknown run, not allowed, incompatible resume); nothing was changed."""
+    """A user error about runs (unknown run, not allowed, incompatible resume); nothing was changed.
+
+    Its messages mention people (<@U…>); run references in them passed the grammar's run-ref check.
+    """
+
+    mrkdwn = True
 
 
 class Reply(BaseModel):
@@ -457,6 +462,8 @@ class RunService:
                 f"can't resume `{parent.name}`: its checkpoint does not fit what the recipe gives now:\n"
                 + "\n".join(f"• {line}" for line in diff)
             )
+        # Polyaxon's copy starts the new run with the parent's artifacts copied into its own folder, so
+        # the trainer finds the parent's checkpoints under its own outputs (any artifacts store, no paths).
         checkpoint = "latest" if cmd.checkpoint == "latest" else f"checkpoint-{cmd.checkpoint.removeprefix('step-')}"
         name = run_name_for(parent.recipe_name, delivery_key)
         with self.sessions() as s:

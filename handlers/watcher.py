@@ -127,9 +127,11 @@ class Watcher:
         )
         upload: tuple[bytes, int] | None = None
         if status == "succeeded":
-            metrics = self.gateway.last_metrics(run.polyaxon_uuid or "")
+            metrics, step = self.gateway.metrics_summary(run.polyaxon_uuid or "")
             stats.polyaxon_requests += 1
             fields["last_metrics"] = metrics
+            if step is not None:
+                fields["last_step"] = step
             text = ":white_check_mark: *succeeded*" + _metrics_text(metrics)
         elif status == "failed":
             tail = self.gateway.tail_logs(run.polyaxon_uuid or "", lines=FAILED_TAIL_LINES)
@@ -161,11 +163,10 @@ class Watcher:
         if last is not None and now - last < self.metrics_every:
             return
         self._metrics_at[key] = now
-        metrics = self.gateway.last_metrics(run.polyaxon_uuid or "")
+        metrics, step = self.gateway.metrics_summary(run.polyaxon_uuid or "")
         tail = self.gateway.tail_logs(run.polyaxon_uuid or "", lines=1)
         stats.polyaxon_requests += 3  # lineage; logs (namespace lookup is cached after the first)
         last_log = tail.lines[-1].timestamp if tail.lines else None
-        step = metrics.get("step")
         changed = metrics != {k: v for k, v in run.last_metrics.items() if isinstance(v, int | float)}
         activity = run.last_activity_at or run.started_at or run.created_at
         if changed:
@@ -175,8 +176,8 @@ class Watcher:
         fields: dict[str, Any] = {"last_activity_at": activity}
         if changed:
             fields["last_metrics"] = metrics
-            if isinstance(step, int | float):
-                fields["last_step"] = int(step)
+            if step is not None:
+                fields["last_step"] = step
         with self.sessions() as s:
             fresh = repos.get_run(s, run_id=key)
             if fresh is None:

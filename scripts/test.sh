@@ -26,6 +26,10 @@ fi
 
 echo "== ruff"
 .venv/bin/ruff check .
+echo "== hadolint"
+.venv/bin/hadolint --config .hadolint.yaml --failure-threshold warning Dockerfile trainer/Dockerfile
+echo "== manifests check"
+.venv/bin/finetune-bot manifests check --catalog-dir manifests
 echo "== mypy"
 .venv/bin/mypy
 echo "== pytest"

@@ -165,14 +165,17 @@ def check_compatible(checkpoint: Path, expected: CheckpointMeta) -> CheckpointMe
 def resolve_resume(resume_from: str, output_dir: Path) -> Path | None:
     """Turn `--resume_from` (empty, `latest`, a run's artifacts/outputs path or a checkpoint) into a checkpoint.
 
-    `latest` looks under this run's output folder and starts fresh when it holds no checkpoint yet; an
-    explicit path must hold a complete checkpoint.
+    `latest` looks under this run's output folder and starts fresh when it holds no checkpoint yet; a
+    bare `checkpoint-N` names a folder there (a copied run holds its parent's checkpoints in its own
+    outputs); any other path must hold a complete checkpoint.
     """
     if not resume_from:
         return None
     if resume_from == "latest":
         return newest_complete_checkpoint(output_dir)
     root = Path(resume_from)
+    if not root.is_absolute() and re.fullmatch(r"checkpoint-\d+", resume_from):
+        root = output_dir / resume_from
     if not root.exists():
         raise CheckpointError(f"resume path {root} does not exist")
     checkpoint = newest_complete_checkpoint(root)

@@ -443,12 +443,20 @@ class PolyaxonGateway:
 
     def last_metrics(self, uuid: str) -> dict[str, float]:
         """The last logged value of every metric of the run (empty before the first sync)."""
+        return self.metrics_summary(uuid)[0]
+
+    def metrics_summary(self, uuid: str) -> tuple[dict[str, float], int | None]:
+        """The last value of every metric and the highest step any metric reached (one lineage request)."""
         values: dict[str, float] = {}
+        step: int | None = None
         for artifact in self.lineage(uuid, kind="metric"):
             last = artifact.summary.get("metric", {}).get("last")
             if isinstance(last, int | float):
                 values[artifact.name] = float(last)
-        return values
+            top = artifact.summary.get("step", {}).get("max")
+            if isinstance(top, int | float) and (step is None or top > step):
+                step = int(top)
+        return values, step
 
     def metric_history(self, uuid: str, names: Sequence[str], *, max_points: int = 200) -> dict[str, list[MetricPoint]]:
         """Each metric's values by step, downsampled here to at most `max_points` (first and last kept)."""

@@ -98,6 +98,15 @@ def test_resume_from_a_run_artifacts_path_finds_outputs(tmp_path: Path) -> None:
     assert resolve_resume(str(tmp_path / "run-uuid"), tmp_path / "new") == tmp_path / "run-uuid/outputs/checkpoint-30"
 
 
+def test_a_bare_checkpoint_name_is_looked_up_in_this_runs_outputs(tmp_path: Path) -> None:
+    # What the bot's `resume RUN checkpoint=step-10` passes: the copied run holds its parent's checkpoints.
+    make_checkpoint(tmp_path / "outputs", 10)
+    make_checkpoint(tmp_path / "outputs", 20)
+    assert resolve_resume("checkpoint-10", tmp_path / "outputs") == tmp_path / "outputs" / "checkpoint-10"
+    with pytest.raises(CheckpointError, match="does not exist"):
+        resolve_resume("checkpoint-99", tmp_path / "outputs")
+
+
 def test_resume_from_a_checkpoint_folder(tmp_path: Path) -> None:
     folder = make_checkpoint(tmp_path, 7)
     assert resolve_resume(str(folder), tmp_path / "new") == folder

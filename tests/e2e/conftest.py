@@ -1,0 +1,147 @@
+"""A whole bot for end-to-end tests: signed HTTP -> Bolt -> gateway -> local Polyaxon -> trainer -> watcher -> stand-in.
+
+The bot is built by the same composition root as `serve` (`build_runtime`), against the session's local
+Polyaxon stack and a fresh Slack stand-in; only the watcher interval is shortened.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from bot.app import Runtime, build_runtime
+from bot.local.polyaxon import LocalPolyaxonStack
+from bot.local.slack import SlackSender, SlackStandIn
+from bot.local.slack.server import DEFAULT_CHANNEL
+from bot.settings import FinetuneSettings, PolyaxonSettings, Settings, SlackSettings
+from bot.web import HttpServer, build_http_server
+from storage import repos
+from storage.db import make_engine
+from storage.migrate import upgrade
+from storage.models import Run
+from tests.fixtures import polyaxon as plx
+from tests.fixtures.slack import wait_for
+
+polyaxon_stack = plx.polyaxon_stack
+
+REPO = Path(__file__).resolve().parents[2]
+SIGNING_SECRET = "e2e-signing-secret-" + "0" * 16
+CHANNEL = DEFAULT_CHANNEL  # #ml-training, the bot is a member
+ALICE = "U0ALICE01"  # requester
+BOB = "U0BOB0001"  # approver
+
+
+@pytest.fixture(scope="session")
+def tiny_model() -> Path:
+    """The tiny Llama sft-tiny loads by path (built once; the local agent runs jobs in the repository)."""
+    model = REPO / ".finetune" / "models" / "tiny-llama"
+    if not (model / "config.json").is_file():
+        build = [sys.executable, "-m", "trainer.tiny_model", str(model.relative_to(REPO))]
+        subprocess.run(build, cwd=REPO, check=True, timeout=300)
+    return model
+
+
+def e2e_settings(standin: SlackStandIn, host: str, database_url: str, project: str) -> Settings:
+    """Settings of a bot wired to the stand-in and the local Polyaxon stack."""
+    return Settings(
+        slack=SlackSettings(
+            bot_token=SecretStr(standin.bot_token),
+            signing_secret=SecretStr(SIGNING_SECRET),
+            api_base_url=standin.base_url,
+        ),
+        polyaxon=PolyaxonSettings(host=host, project=project),
+        finetune=FinetuneSettings(
+            database_url=database_url,
+            catalog_dir=REPO / "manifests",
+            approvers=[BOB],
+            watch_interval_s=1.0,
+            stuck_after_s=600.0,
+        ),
+    )
+
+
+@dataclass
+class LiveBot:
+    """The running bot and what a test needs to drive and inspect it."""
+
+    runtime: Runtime
+    http: HttpServer
+    standin: SlackStandIn
+    sender: SlackSender
+
+    def command(self, text: str, *, user: str = ALICE) -> dict[str, Any]:
+        """Send `/finetune TEXT` and return the ephemeral reply posted to its response_url."""
+        before = len(self.standin.response_url_posts(CHANNEL))
+        sent = self.sender.slash_command(text, user_id=user, channel_id=CHANNEL)
+        assert sent.status == 200, sent.body
+        posts = wait_for(lambda: self.standin.response_url_posts(CHANNEL)[before:] or None, timeout=60)
+        return dict(posts[0]["payload"])
+
+    def run_named(self, name: str) -> Run:
+        """The run row by name."""
+        with self.runtime.services.sessions() as s:
+            run = repos.get_run_by_name(s, name=name)
+        assert run is not None, name
+        return run
+
+    def newest_run(self) -> Run:
+        """The most recently created run."""
+        with self.runtime.services.sessions() as s:
+            [run] = repos.list_recent_runs(s, limit=1)
+        return run
+
+    def wait_status(self, name: str, statuses: set[str], timeout: float = 240) -> Run:
+        """Wait until the bot has recorded one of `statuses` for the run."""
+        return wait_for(lambda: (r := self.run_named(name)).status in statuses and r, timeout=timeout, interval=0.5)
+
+    def card(self, run: Run) -> dict[str, Any]:
+        """The run's card as Slack holds it."""
+        assert run.card_ts is not None
+        return self.standin.message(CHANNEL, run.card_ts)
+
+    def thread(self, run: Run) -> list[str]:
+        """Texts of the card's thread replies."""
+        assert run.card_ts is not None
+        return [str(m.get("text") or "") for m in self.standin.replies(CHANNEL, run.card_ts)]
+
+
+def reply_text(reply: dict[str, Any]) -> str:
+    """Every text of an ephemeral reply (fallback and blocks)."""
+    parts = [str(reply.get("text") or "")]
+    for block in reply.get("blocks") or []:
+        text = block.get("text")
+        if isinstance(text, dict):
+            parts.append(str(text.get("text") or ""))
+        for element in block.get("elements") or []:
+            if isinstance(element, dict) and "text" in element:
+                t = element["text"]
+                parts.append(str(t.get("text") if isinstance(t, dict) else t))
+    return "\n".join(parts)
+
+
+@pytest.fixture(scope="module")
+def live_bot(
+    polyaxon_stack: LocalPolyaxonStack, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveBot]:
+    """One bot per test module, with its own database and Polyaxon project."""
+    standin = SlackStandIn().start()
+    url = f"sqlite:///{tmp_path_factory.mktemp('e2e') / 'bot.db'}"
+    engine = make_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    settings = e2e_settings(standin, polyaxon_stack.host, url, project=f"e2e-{uuid.uuid4().hex[:8]}")
+    runtime = build_runtime(settings)
+    runtime.start()
+    http = build_http_server(settings, runtime.services, "127.0.0.1", 0, app=runtime.app).start()
+    yield LiveBot(runtime, http, standin, SlackSender(http.url, SIGNING_SECRET, standin=standin))
+    http.stop()
+    runtime.stop()
+    standin.stop()
