@@ -1,0 +1,133 @@
+"""Kill -9 the bot mid-run and start it again: the watcher picks the run up from the database.
+
+No transition is told twice and none is missed; the card is still the one card of the run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.local.polyaxon import LocalPolyaxonStack
+from bot.local.slack import SlackSender, SlackStandIn
+from storage import repos
+from storage.db import SessionFactory, make_engine
+from storage.migrate import upgrade
+from storage.models import Run
+from tests.e2e.conftest import ALICE, CHANNEL, REPO, SIGNING_SECRET
+from tests.fixtures.slack import wait_for
+
+pytestmark = [pytest.mark.polyaxon, pytest.mark.trainer]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/healthz", timeout=1) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+class ServeProcess:
+    """`finetune-bot serve` as its own process (as in production), restartable."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.env = env
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
+
+    def start(self) -> str:
+        port = _free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        exe = Path(sys.executable).with_name("finetune-bot")
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [str(exe), "serve", "--port", str(port)], cwd=REPO, env=self.env, stdout=log, stderr=log
+            )
+        wait_for(lambda: _healthy(self.url), timeout=90, interval=0.2)
+        return self.url
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+@pytest.fixture
+def standin() -> Iterator[SlackStandIn]:
+    s = SlackStandIn().start()
+    yield s
+    s.stop()
+
+
+def test_kill_9_mid_run_then_restart_loses_and_repeats_nothing(
+    polyaxon_stack: LocalPolyaxonStack, tiny_model: Path, standin: SlackStandIn, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'bot.db'}"
+    engine = make_engine(url)
+    upgrade(engine)
+    sessions = SessionFactory(engine)
+    env = {
+        **os.environ,
+        "SLACK_BOT_TOKEN": standin.bot_token,
+        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+        "SLACK_API_BASE_URL": standin.base_url,
+        "POLYAXON_HOST": polyaxon_stack.host,
+        "POLYAXON_NO_CONFIG": "true",
+        "FINETUNE_POLYAXON_PROJECT": f"restart-{uuid.uuid4().hex[:8]}",
+        "FINETUNE_DATABASE_URL": url,
+        "FINETUNE_CATALOG_DIR": str(REPO / "manifests"),
+        "FINETUNE_WATCH_INTERVAL_S": "1",
+    }
+    env.pop("SLACK_APP_TOKEN", None)
+    bot = ServeProcess(env, tmp_path / "serve.log")
+    try:
+        sender = SlackSender(bot.start(), SIGNING_SECRET, standin=standin)
+        assert sender.slash_command("run recipe=sft-tiny max_steps=60", user_id=ALICE, channel_id=CHANNEL).status == 200
+
+        def run() -> Run | None:
+            with sessions() as s:
+                runs = repos.list_recent_runs(s, limit=1)
+            return runs[0] if runs else None
+
+        wait_for(lambda: (r := run()) is not None and r.status == "running", timeout=120, interval=0.3)
+        bot.kill9()  # mid-run: no shutdown code of the bot runs
+        # The run goes on in Polyaxon while the bot is down.
+        sender = SlackSender(bot.start(), SIGNING_SECRET, standin=standin)
+        final = wait_for(lambda: (r := run()) is not None and r.status == "succeeded" and r, timeout=240, interval=0.5)
+        assert final.card_ts is not None
+        thread = [str(m.get("text")) for m in standin.replies(CHANNEL, final.card_ts)]
+        assert sum("Status: *running*" in t for t in thread) == 1, thread
+        assert sum("*succeeded*" in t for t in thread) == 1, thread
+        assert len(standin.messages(CHANNEL)) == 1, "still one card for the run"
+        assert "succeeded" in str(standin.message(CHANNEL, final.card_ts).get("blocks"))
+        with sessions() as s:
+            events = [e.status for e in repos.list_status_events(s, run_id=final.id or 0)]
+        assert len(events) == len(set(events)), events
+    finally:
+        bot.stop()
+        engine.dispose()
