@@ -498,13 +498,14 @@ def _parse_logs(tokens: list[str]) -> LogsCommand:
 
 
 def _parse_compare(tokens: list[str]) -> CompareCommand:
-    usage = "compare RUN RUN… [metric=NAME] [--exploratory]"
+    usage = "compare RUN [RUN…] [metric=NAME] [--exploratory]"
     positional, pairs = _key_values(tokens, "compare")
     _only_keys(pairs, ("metric",), "compare")
     words, flags = _flags(positional, ("--exploratory",), "compare")
     runs = [_run_ref(word) for word in words]
-    if len(runs) < 2:
-        raise CommandError(f"`compare` needs at least two runs; usage: {usage}")
+    if not runs:
+        # One run alone is compared with its recipe's recent runs on the same eval contract (the card's button).
+        raise CommandError(f"`compare` needs a run (or several); usage: {usage}")
     if len(runs) > MAX_COMPARE:
         raise CommandError(f"`compare` takes at most {MAX_COMPARE} runs")
     duplicates = sorted({run for run in runs if runs.count(run) > 1})

@@ -536,6 +536,8 @@ class RunService:
     def compare(self, cmd: CompareCommand, *, user: str) -> Reply:
         """Table + plot in the first run's thread; refused across eval contracts unless --exploratory."""
         runs = [self.find(ref) for ref in cmd.runs]
+        if len(runs) == 1:
+            runs += self._peers(runs[0])
         differing = contract_differences(runs)
         if differing and not cmd.exploratory:
             raise RunError(
@@ -582,6 +584,25 @@ class RunService:
                 comment=("EXPLORATORY — " if differing else "") + f"{metric} and loss by step",
             )
         return Reply(text=f"Posted the comparison in the thread of `{first.name}`.")
+
+    def _peers(self, run: Run, limit: int = 4) -> list[Run]:
+        """The newest finished runs of the same recipe on the same eval contract (what one run is compared with)."""
+        with self.sessions() as s:
+            recent = repos.list_recent_runs(s, limit=200)
+        peers = [
+            r
+            for r in recent
+            if r.id != run.id
+            and r.recipe_name == run.recipe_name
+            and r.eval_contract_hash == run.eval_contract_hash
+            and r.status in {"succeeded", "stopped"}
+        ][:limit]
+        if not peers:
+            raise RunError(
+                f"no other finished run of {run.recipe_name} on the same eval contract to compare "
+                f"`{run.name}` with; name the runs: `/finetune compare {run.name} RUN…`"
+            )
+        return peers
 
     def _plot(self, rows: list[tuple[Run, dict[str, float]]], metrics: list[str], *, exploratory: bool) -> bytes | None:
         import matplotlib

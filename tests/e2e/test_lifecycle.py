@@ -7,6 +7,7 @@ import re
 import pytest
 
 from storage import repos
+from storage.models import Run
 from tests.e2e.conftest import ALICE, CHANNEL, LiveBot, reply_text
 from tests.fixtures.slack import wait_for
 
@@ -37,6 +38,29 @@ def test_tiny_run_from_command_to_succeeded_card_with_metrics(live_bot: LiveBot)
     # Each transition is told once.
     statuses = [t for t in live_bot.thread(run) if t.startswith(":white_check_mark:")]
     assert len(statuses) == 1, live_bot.thread(run)
+
+
+def test_the_trainer_tracked_params_metrics_and_artifacts_in_polyaxon(live_bot: LiveBot) -> None:
+    # What the trainer's callback logged inside the job, read back through Polyaxon's API.
+    gateway = live_bot.runtime.services.gateway
+    run = next(r for r in reversed(_runs(live_bot)) if r.status == "succeeded" and r.recipe_name == "sft-tiny")
+    uuid = run.polyaxon_uuid or ""
+    info = gateway.get_run(uuid)
+    assert info.inputs.get("max_steps") == 20
+    assert "eval_loss" in info.outputs or any(k.startswith("eval_") for k in info.outputs), info.outputs
+    metrics, step = gateway.metrics_summary(uuid)
+    assert {"loss", "learning_rate", "grad_norm", "eval_loss"} <= set(metrics), sorted(metrics)
+    assert step == 20
+    history = gateway.metric_history(uuid, ["loss"])["loss"]
+    assert [p.step for p in history] == sorted(p.step for p in history) and len(history) >= 3
+    lineage = {a.name: a for a in gateway.lineage(uuid)}
+    assert lineage["model"].kind == "model" and lineage["model"].path
+    assert "eval_results" in lineage and str(lineage["eval_results"].path).endswith("eval_results.json")
+
+
+def _runs(live_bot: LiveBot) -> list[Run]:
+    with live_bot.runtime.services.sessions() as s:
+        return list(reversed(repos.list_recent_runs(s, limit=100)))
 
 
 def test_failing_run_posts_its_redacted_log_tail(live_bot: LiveBot) -> None:
@@ -119,6 +143,8 @@ def test_compare_ranks_by_the_eval_metric_and_refuses_other_contracts(live_bot: 
         ]
     )
     assert "eval_loss" in str(table[-1].get("blocks"))
+    # One run alone (the card's Compare button) is compared with its recipe's runs on the same contract.
+    assert "Posted the comparison" in reply_text(live_bot.command(f"compare {tiny[1].name}"))
     exploratory = reply_text(live_bot.command(f"compare {tiny[0].name} {quick[0].name} --exploratory"))
     assert "Posted the comparison" in exploratory
     wait_for(
