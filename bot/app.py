@@ -126,6 +126,7 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
     digests, and says of run/status/logs/stop/resume/compare that they need Polyaxon.
     """
     from bot.catalog import Catalog
+    from bot.registry import RegistrationService
     from bot.runs import RunService
 
     engine = make_engine(settings.finetune.database_url)
@@ -154,14 +155,16 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
         services.runs = RunService(
             settings=settings, sessions=sessions, catalog=catalog, gateway=gateway, client=client, clock=services.clock
         )
+        services.registry = RegistrationService(services.runs)
         interval = settings.finetune.watch_interval_s
         watcher = Watcher(
             runs=services.runs,
+            registry=services.registry,
             clock=services.clock,
             stuck_after=timedelta(seconds=settings.finetune.stuck_after_s),
             # Progress on the card: every other tick, and never more often than every 5 s per run.
             metrics_every=timedelta(seconds=max(2 * interval, 5.0)),
         )
-        watcher_jobs.register(scheduler, watcher, interval_s=settings.finetune.watch_interval_s)
+        watcher_jobs.register(scheduler, watcher, interval_s=interval)
     app = build_app(settings, services)
     return Runtime(settings, engine, services, app, scheduler, watcher)

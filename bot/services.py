@@ -15,6 +15,7 @@ from storage.db import SessionFactory
 
 if TYPE_CHECKING:
     from bot.catalog import Catalog
+    from bot.registry import RegistrationService
     from bot.runs import RunService
     from handlers.digests import DigestRuntime
 
@@ -126,6 +127,8 @@ class Services:
     # Run lifecycle and digests need Polyaxon / a scheduler; a bot built without them answers that they are off.
     runs: RunService | None = None
     digests: DigestRuntime | None = None
+    # Approval-gated registration needs Polyaxon too (built with `runs`).
+    registry: RegistrationService | None = None
     metrics: BotMetrics = field(default_factory=BotMetrics)
     clock: Callable[[], datetime] = _utcnow
     acks: AckGate = field(default_factory=AckGate)

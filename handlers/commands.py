@@ -18,10 +18,12 @@ from bot.grammar import (
     LogsCommand,
     PresetsCommand,
     RecipesCommand,
+    RegisterCommand,
     ResumeCommand,
     RunCommand,
     StatusCommand,
     StopCommand,
+    TraceCommand,
     parse_command,
 )
 from bot.services import Services
@@ -124,7 +126,14 @@ def handle_command(services: Services, command: Command, *, user: str, channel: 
         return runs.resume(command, user=user, channel=channel, delivery_key=delivery_key).as_blocks()
     if isinstance(command, CompareCommand):
         return runs.compare(command, user=user).as_blocks()
-    return not_available(command.name, "it lands with a later release")
+    if isinstance(command, RegisterCommand | TraceCommand):
+        if services.registry is None:
+            return not_available(command.name, "it needs Polyaxon, which this bot was started without (POLYAXON_HOST)")
+        if isinstance(command, RegisterCommand):
+            return services.registry.register(command, user=user, channel=channel).as_blocks()
+        return services.registry.trace(command).as_blocks()
+    # Every command of the grammar is handled above; reaching here is a bug, which the error handler reports.
+    raise TypeError(f"no handler for {type(command).__name__}")
 
 
 def reply_blocks(text: str) -> Blocks:

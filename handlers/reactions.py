@@ -35,8 +35,10 @@ def handle_reaction_delivery(services: Services, body: dict[str, Any]) -> None:
         return
     event = body.get("event") or {}
     logger.info("event %s event_id=%s user=%s", event.get("type"), body.get("event_id"), event.get("user"))
-    # Approvals by reaction land with a later issue, which fills in this function; until then a
-    # reaction is recorded as delivered and nothing else happens.
+    if services.registry is None or event.get("type") not in SUBSCRIBED_EVENTS:
+        return
+    # Approval requests judge the reaction; a reaction on any other message is ignored there, silently.
+    services.registry.on_reaction(event)
 
 
 def register(app: App, services: Services) -> None:

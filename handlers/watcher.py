@@ -26,11 +26,15 @@ from storage.models import Run
 
 if TYPE_CHECKING:
     from bot.polyaxon import RunInfo
+    from bot.registry import RegistrationService
 
 log = logging.getLogger(__name__)
 
 RUNNING = frozenset({"running", "processing"})
 FAILED_TAIL_LINES = 400
+# Each refresh costs two Polyaxon requests; capping them per tick bounds a tick's time however many runs
+# are active (the rest are refreshed on the next ticks, least recently refreshed first).
+MAX_REFRESHES_PER_TICK = 50
 
 
 @dataclass
@@ -42,6 +46,7 @@ class TickStats:
     transitions: int = 0
     stuck_flagged: int = 0
     recovered_posts: int = 0
+    refreshed: int = 0
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
 
@@ -56,8 +61,10 @@ class Watcher:
         clock: Callable[[], datetime],
         stuck_after: timedelta,
         metrics_every: timedelta = timedelta(seconds=30),
+        registry: RegistrationService | None = None,
     ) -> None:
         self.runs = runs
+        self.registry = registry
         self.sessions = runs.sessions
         self.gateway = runs.gateway
         self.clock = clock
@@ -74,6 +81,9 @@ class Watcher:
         self._recover_unposted(stats)
         pending = self.runs.retry_pending()
         stats.transitions += pending
+        if self.registry is not None:
+            # Approved requests whose registration failed (Polyaxon down) register here, once it is back.
+            self._retry_registrations(stats)
         with self.sessions() as s:
             active = [r for r in repos.list_active_runs(s) if r.polyaxon_uuid]
         stats.active = len(active)
@@ -90,6 +100,9 @@ class Watcher:
             stats.seconds = time.perf_counter() - started
             return stats
         now = self.clock()
+        # Least recently refreshed first, so a capped tick leaves the freshest runs for the next one.
+        epoch = datetime.min.replace(tzinfo=now.tzinfo)
+        active.sort(key=lambda r: self._metrics_at.get(r.id or 0, epoch))
         for run in active:
             try:
                 self._watch_one(run, remote, now, stats)
@@ -98,6 +111,16 @@ class Watcher:
                 stats.errors.append(f"{run.name}: {exc}")
         stats.seconds = time.perf_counter() - started
         return stats
+
+    def _retry_registrations(self, stats: TickStats) -> None:
+        from bot.polyaxon import GatewayError
+
+        assert self.registry is not None
+        try:
+            self.registry.retry_pending()
+        except GatewayError as exc:
+            log.warning("watcher: registration retry: %s", exc)
+            stats.errors.append(str(exc))
 
     # --- one run -----------------------------------------------------------------------------------
 
@@ -111,7 +134,7 @@ class Watcher:
             self._report(run, info, stats)
             stats.transitions += 1
             return
-        if run.status in RUNNING:
+        if run.status in RUNNING and stats.refreshed < MAX_REFRESHES_PER_TICK:
             self._refresh(run, now, stats)
 
     def _report(self, run: Run, info: RunInfo, stats: TickStats) -> None:
@@ -163,6 +186,7 @@ class Watcher:
         if last is not None and now - last < self.metrics_every:
             return
         self._metrics_at[key] = now
+        stats.refreshed += 1
         metrics, step = self.gateway.metrics_summary(run.polyaxon_uuid or "")
         tail = self.gateway.tail_logs(run.polyaxon_uuid or "", lines=1)
         stats.polyaxon_requests += 3  # lineage; logs (namespace lookup is cached after the first)

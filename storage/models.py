@@ -152,10 +152,22 @@ class ApprovalRequest(SQLModel, table=True):
     candidate_digest: str = Field(max_length=80, description="Digest of checkpoint + eval results")
     criteria: list[dict[str, Any]] = _json(list)
     criteria_version: str | None = Field(default=None, max_length=80)
-    status: str = Field(default="open", max_length=32, index=True, description="open, registered, voided, expired")
+    status: str = Field(
+        default="open",
+        max_length=32,
+        index=True,
+        description="open, approved (quorum reached, registration pending), registering, registered, voided, expired",
+    )
     created_at: datetime = _created()
     expires_at: datetime | None = _ts()
     decided_at: datetime | None = _ts()
+    candidate: dict[str, Any] | None = Field(
+        default=None, sa_column=sa.Column(sa.JSON(), nullable=True), description="The candidate as requested"
+    )
+    quorum: int = Field(default=1, description="Distinct approvals needed, as configured when requested")
+    claimed_at: datetime | None = _ts()
+    error: str | None = Field(default=None, description="Why the last registration attempt failed")
+    recorded_at: datetime | None = _ts()
 
 
 class Approval(SQLModel, table=True):
@@ -171,6 +183,19 @@ class Approval(SQLModel, table=True):
     message_ts: str = Field(max_length=32)
     approved_at: datetime = _created()
     revoked_at: datetime | None = _ts()
+
+
+class ApprovalNotice(SQLModel, table=True):
+    """A reason told in a request's thread: the unique key makes each reason told once per user."""
+
+    __tablename__ = "approval_notices"
+    __table_args__ = (sa.UniqueConstraint("request_id", "user", "code", name="uq_approval_notices_request_user_code"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    request_id: int = Field(foreign_key="approval_requests.id", index=True)
+    user: str = Field(max_length=32)
+    code: str = Field(max_length=32)
+    created_at: datetime = _created()
 
 
 class Registration(SQLModel, table=True):

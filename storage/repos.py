@@ -8,10 +8,11 @@ from typing import Any
 
 from sqlalchemy import ColumnElement
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import Session, col, func, or_, select
+from sqlmodel import Session, col, func, or_, select, update
 
 from storage.models import (
     Approval,
+    ApprovalNotice,
     ApprovalRequest,
     AuditEntry,
     Delivery,
@@ -51,7 +52,7 @@ class DuplicateError(Exception):
     """A row with the same unique key exists already."""
 
 
-def _insert(session: Session, table: Any) -> Any:
+def dialect_insert(session: Session, table: Any) -> Any:
     """The dialect's INSERT, which has ON CONFLICT DO NOTHING on SQLite and PostgreSQL alike."""
     dialect = session.get_bind().dialect.name
     if dialect == "postgresql":
@@ -72,7 +73,7 @@ def record_delivery(session: Session, *, key: str, kind: str) -> bool:
     """
     values = {"key": key, "kind": kind, "received_at": utcnow()}
     table = Delivery.__table__  # type: ignore[attr-defined]
-    stmt = _insert(session, table).values(**values).on_conflict_do_nothing(index_elements=["key"])
+    stmt = dialect_insert(session, table).values(**values).on_conflict_do_nothing(index_elements=["key"])
     # RETURNING tells the winner apart portably; rowcount is unreliable once the cursor is closed.
     inserted = session.execute(stmt.returning(table.c.id)).scalar_one_or_none()
     session.commit()
@@ -267,6 +268,96 @@ def create_registration(session: Session, **fields: Any) -> Registration:
     return registration
 
 
+def get_approval_request(session: Session, *, request_id: int) -> ApprovalRequest | None:
+    """The approval request with this id."""
+    return session.get(ApprovalRequest, request_id)
+
+
+def list_approval_requests(
+    session: Session,
+    *,
+    statuses: Sequence[str] | None = None,
+    run_id: int | None = None,
+    model: str | None = None,
+) -> Sequence[ApprovalRequest]:
+    """Approval requests, oldest first, filtered by status, run and model."""
+    stmt = select(ApprovalRequest)
+    if statuses is not None:
+        stmt = stmt.where(col(ApprovalRequest.status).in_(list(statuses)))
+    if run_id is not None:
+        stmt = stmt.where(ApprovalRequest.run_id == run_id)
+    if model is not None:
+        stmt = stmt.where(ApprovalRequest.model == model)
+    return session.exec(stmt.order_by(col(ApprovalRequest.id))).all()
+
+
+def update_approval_request(session: Session, request: ApprovalRequest, **fields: Any) -> ApprovalRequest:
+    """Set fields on an approval request."""
+    for key, value in fields.items():
+        setattr(request, key, value)
+    session.add(request)
+    session.flush()
+    return request
+
+
+def claim_approval_request(
+    session: Session, *, request_id: int, from_statuses: Sequence[str], to_status: str, **fields: Any
+) -> bool:
+    """Move a request from one of `from_statuses` to `to_status` in one conditional UPDATE, committed.
+
+    Exactly one of several concurrent callers gets True: the row claim that makes registration happen once.
+    """
+    stmt = (
+        update(ApprovalRequest)
+        .where(col(ApprovalRequest.id) == request_id, col(ApprovalRequest.status).in_(list(from_statuses)))
+        .values(status=to_status, **fields)
+    )
+    claimed = session.execute(stmt).rowcount == 1  # type: ignore[attr-defined]
+    session.commit()
+    return claimed
+
+
+def list_approvals(session: Session, *, request_id: int) -> Sequence[Approval]:
+    """Every approval of a request, revoked ones included, oldest first."""
+    return session.exec(select(Approval).where(Approval.request_id == request_id).order_by(col(Approval.id))).all()
+
+
+def record_notice(session: Session, *, request_id: int, user: str, code: str) -> bool:
+    """Claim telling `user` the reason `code` on a request; True only the first time (race-free)."""
+    table = ApprovalNotice.__table__  # type: ignore[attr-defined]
+    values = {"request_id": request_id, "user": user, "code": code, "created_at": utcnow()}
+    stmt = (
+        dialect_insert(session, table)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=["request_id", "user", "code"])
+    )
+    inserted = session.execute(stmt.returning(table.c.id)).scalar_one_or_none()
+    session.commit()
+    return inserted is not None
+
+
+def list_registrations(session: Session, *, model: str) -> Sequence[Registration]:
+    """A model's registrations, oldest first."""
+    return session.exec(select(Registration).where(Registration.model == model).order_by(col(Registration.id))).all()
+
+
+def get_registration(session: Session, *, model: str, version: str) -> Registration | None:
+    """The registration of model:version."""
+    return session.exec(
+        select(Registration).where(Registration.model == model, Registration.version == version)
+    ).first()
+
+
+def registration_for_request(session: Session, *, request_id: int) -> Registration | None:
+    """The registration an approval request led to, if any."""
+    return session.exec(select(Registration).where(Registration.request_id == request_id)).first()
+
+
+def list_audit_for_run(session: Session, *, run_id: int) -> Sequence[AuditEntry]:
+    """A run's audit entries, oldest first."""
+    return session.exec(select(AuditEntry).where(AuditEntry.run_id == run_id).order_by(col(AuditEntry.id))).all()
+
+
 # --- digests and audit ------------------------------------------------------------------------
 
 
@@ -328,7 +419,7 @@ def claim_digest_slot(session: Session, *, channel: str, slot_at: datetime, kind
     """Claim a channel's digest slot; the claim's id, or None when another process claimed it first."""
     values = {"channel": channel, "slot_at": slot_at, "kind": kind, "claimed_at": utcnow(), "late": False}
     table = DigestPost.__table__  # type: ignore[attr-defined]
-    stmt = _insert(session, table).values(**values).on_conflict_do_nothing(index_elements=["channel", "slot_at"])
+    stmt = dialect_insert(session, table).values(**values).on_conflict_do_nothing(index_elements=["channel", "slot_at"])
     claimed = session.execute(stmt.returning(table.c.id)).scalar_one_or_none()
     session.commit()
     return int(claimed) if claimed is not None else None

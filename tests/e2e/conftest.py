@@ -6,6 +6,7 @@ Polyaxon stack and a fresh Slack stand-in; only the watcher interval is shortene
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import uuid
@@ -66,6 +67,24 @@ def e2e_settings(standin: SlackStandIn, host: str, database_url: str, project: s
             stuck_after_s=600.0,
         ),
     )
+
+
+def serve_env(standin: SlackStandIn, polyaxon_host: str, database_url: str, project: str) -> dict[str, str]:
+    """The environment of a `finetune-bot serve` process wired to the stand-in and the local stack."""
+    env = {
+        **os.environ,
+        "SLACK_BOT_TOKEN": standin.bot_token,
+        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+        "SLACK_API_BASE_URL": standin.base_url,
+        "POLYAXON_HOST": polyaxon_host,
+        "POLYAXON_NO_CONFIG": "true",
+        "FINETUNE_POLYAXON_PROJECT": project,
+        "FINETUNE_DATABASE_URL": database_url,
+        "FINETUNE_CATALOG_DIR": str(REPO / "manifests"),
+        "FINETUNE_WATCH_INTERVAL_S": "1",
+    }
+    env.pop("SLACK_APP_TOKEN", None)  # HTTP mode: the sender posts signed requests
+    return env
 
 
 @dataclass

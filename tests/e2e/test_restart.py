@@ -5,7 +5,6 @@ No transition is told twice and none is missed; the card is still the one card o
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -23,7 +22,7 @@ from storage import repos
 from storage.db import SessionFactory, make_engine
 from storage.migrate import upgrade
 from storage.models import Run
-from tests.e2e.conftest import ALICE, CHANNEL, REPO, SIGNING_SECRET
+from tests.e2e.conftest import ALICE, CHANNEL, REPO, SIGNING_SECRET, serve_env
 from tests.fixtures.slack import wait_for
 
 pytestmark = [pytest.mark.polyaxon, pytest.mark.trainer]
@@ -91,19 +90,7 @@ def test_kill_9_mid_run_then_restart_loses_and_repeats_nothing(
     engine = make_engine(url)
     upgrade(engine)
     sessions = SessionFactory(engine)
-    env = {
-        **os.environ,
-        "SLACK_BOT_TOKEN": standin.bot_token,
-        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-        "SLACK_API_BASE_URL": standin.base_url,
-        "POLYAXON_HOST": polyaxon_stack.host,
-        "POLYAXON_NO_CONFIG": "true",
-        "FINETUNE_POLYAXON_PROJECT": f"restart-{uuid.uuid4().hex[:8]}",
-        "FINETUNE_DATABASE_URL": url,
-        "FINETUNE_CATALOG_DIR": str(REPO / "manifests"),
-        "FINETUNE_WATCH_INTERVAL_S": "1",
-    }
-    env.pop("SLACK_APP_TOKEN", None)
+    env = serve_env(standin, polyaxon_stack.host, url, project=f"restart-{uuid.uuid4().hex[:8]}")
     bot = ServeProcess(env, tmp_path / "serve.log")
     try:
         sender = SlackSender(bot.start(), SIGNING_SECRET, standin=standin)

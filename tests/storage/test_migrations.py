@@ -18,6 +18,7 @@ TABLES = {
     "deliveries",
     "approval_requests",
     "approvals",
+    "approval_notices",
     "registrations",
     "digest_schedules",
     "audit_entries",

@@ -241,9 +241,13 @@ class SlackStandIn:
     # --- accessors for tests ----------------------------------------------------------------------
 
     def messages(self, channel: str) -> list[dict[str, Any]]:
-        """Top-level messages of a channel, oldest first."""
+        """Top-level messages of a channel (thread replies sent to the channel too), oldest first."""
         with self._lock:
-            return [copy.deepcopy(m) for m in self._channel(channel).messages if _is_top_level(m)]
+            return [
+                copy.deepcopy(m)
+                for m in self._channel(channel).messages
+                if _is_top_level(m) or m.get("subtype") == "thread_broadcast"
+            ]
 
     def replies(self, channel: str, ts: str) -> list[dict[str, Any]]:
         """The replies in a thread (without the parent), oldest first."""
@@ -498,6 +502,9 @@ class SlackStandIn:
             thread_ts=args.get("thread_ts"),
             metadata=_maybe_json(args.get("metadata")),
         )
+        if msg.get("thread_ts") and str(args.get("reply_broadcast")).lower() in ("true", "1"):
+            # "Also send to channel": one message, in the thread and in the channel's history.
+            msg["subtype"] = "thread_broadcast"
         return {"channel": ch.id, "ts": msg["ts"], "message": copy.deepcopy(msg)}
 
     def _chat_update(self, args: dict[str, Any], _token: str) -> dict[str, Any]:
