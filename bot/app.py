@@ -15,6 +15,7 @@ from slack_bolt import App
 from slack_sdk.errors import SlackApiError
 from sqlalchemy.engine import Engine
 
+from bot.lease import LeaseGuard
 from bot.metrics import BotMetrics
 from bot.scheduler import build_scheduler, stop_scheduler
 from bot.services import Services
@@ -103,6 +104,7 @@ class Runtime:
     app: App
     scheduler: BackgroundScheduler
     watcher: Watcher | None
+    lease: LeaseGuard | None = None
 
     def start(self) -> None:
         """Start the scheduled jobs (the watcher, stored digests)."""
@@ -115,6 +117,9 @@ class Runtime:
         if self.services.digests is not None:
             self.services.digests.stop()
         stop_scheduler(self.scheduler)
+        if self.lease is not None:
+            # A clean stop hands the watcher over at once instead of after the lease's ttl.
+            self.lease.release()
         self.services.work.shutdown()
         self.engine.dispose()
 
@@ -150,6 +155,7 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
         settings=settings, sessions=sessions, client=client, scheduler=scheduler, clock=services.clock
     )
     watcher: Watcher | None = None
+    lease: LeaseGuard | None = None
     if gateway is not None:
         gateway.ensure_project()
         services.runs = RunService(
@@ -157,6 +163,13 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
         )
         services.registry = RegistrationService(services.runs)
         interval = settings.finetune.watch_interval_s
+        # Several replicas share one database: the watcher runs on whichever holds this lease.
+        lease = LeaseGuard(
+            sessions=sessions,
+            name="watcher",
+            ttl=timedelta(seconds=settings.finetune.watch_lease_ttl),
+            clock=services.clock,
+        )
         watcher = Watcher(
             runs=services.runs,
             registry=services.registry,
@@ -164,7 +177,8 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
             stuck_after=timedelta(seconds=settings.finetune.stuck_after_s),
             # Progress on the card: every other tick, and never more often than every 5 s per run.
             metrics_every=timedelta(seconds=max(2 * interval, 5.0)),
+            still_leader=lease.still_held,
         )
-        watcher_jobs.register(scheduler, watcher, interval_s=interval)
+        watcher_jobs.register(scheduler, watcher, interval_s=interval, lease=lease)
     app = build_app(settings, services)
-    return Runtime(settings, engine, services, app, scheduler, watcher)
+    return Runtime(settings, engine, services, app, scheduler, watcher, lease)

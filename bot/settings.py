@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///finetune-bot.db"
@@ -165,6 +165,12 @@ class FinetuneSettings(BaseSettings):
     timezone: str = Field(default="UTC", description="Default timezone for digests")
     watch_interval_s: float = Field(default=10.0, gt=0, description="Watcher tick")
     stuck_after_s: float = Field(default=900.0, gt=0, description="No new log line or metric step → stuck")
+    watch_lease_ttl_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="How long the watcher lease lasts unrenewed (a dead replica's watcher moves on after it); "
+        "default max(30 s, 3 × FINETUNE_WATCH_INTERVAL_S)",
+    )
     listener_threads: int = Field(default=64, ge=8, description="Bolt listener pool size")
 
     @field_validator("database_url")
@@ -199,6 +205,22 @@ class FinetuneSettings(BaseSettings):
             ZoneInfo(v)
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise ValueError("expected an IANA timezone such as UTC or Europe/Berlin") from exc
+        return v
+
+    @property
+    def watch_lease_ttl(self) -> float:
+        """Seconds the watcher lease lasts unrenewed: long enough that a healthy holder renews it in time."""
+        return self.watch_lease_ttl_s or max(30.0, 3 * self.watch_interval_s)
+
+    @field_validator("watch_lease_ttl_s")
+    @classmethod
+    def _lease_outlasts_ticks(cls, v: float | None, info: ValidationInfo) -> float | None:
+        interval = info.data.get("watch_interval_s")
+        if v is not None and interval is not None and v < 2 * interval:
+            raise ValueError(
+                f"must be at least twice FINETUNE_WATCH_INTERVAL_S ({2 * interval:g} s), "
+                "or the lease would lapse between two healthy ticks"
+            )
         return v
 
 

@@ -25,6 +25,7 @@ from storage import repos
 from storage.models import Run
 
 if TYPE_CHECKING:
+    from bot.lease import LeaseGuard
     from bot.polyaxon import RunInfo
     from bot.registry import RegistrationService
 
@@ -62,8 +63,11 @@ class Watcher:
         stuck_after: timedelta,
         metrics_every: timedelta = timedelta(seconds=30),
         registry: RegistrationService | None = None,
+        still_leader: Callable[[], bool] | None = None,
     ) -> None:
         self.runs = runs
+        # Between runs of a long tick: does this replica still hold the watcher lease? (Always, without one.)
+        self.still_leader = still_leader or (lambda: True)
         self.registry = registry
         self.sessions = runs.sessions
         self.gateway = runs.gateway
@@ -104,6 +108,10 @@ class Watcher:
         epoch = datetime.min.replace(tzinfo=now.tzinfo)
         active.sort(key=lambda r: self._metrics_at.get(r.id or 0, epoch))
         for run in active:
+            if not self.still_leader():
+                # Another replica took the watcher over: it reports the rest, from the same database.
+                log.warning("watcher: lease lost mid-tick; leaving the remaining runs to the new holder")
+                break
             try:
                 self._watch_one(run, remote, now, stats)
             except GatewayError as exc:
@@ -247,10 +255,15 @@ def _metrics_text(metrics: dict[str, float]) -> str:
     return ("\n" + "\n".join(parts)) if parts else ""
 
 
-def register(scheduler: BaseScheduler, watcher: Watcher, *, interval_s: float) -> None:
-    """Add the watcher as a named interval job in the volatile store (rebuilt at every start)."""
+def register(scheduler: BaseScheduler, watcher: Watcher, *, interval_s: float, lease: LeaseGuard | None = None) -> None:
+    """Add the watcher as a named interval job in the volatile store (rebuilt at every start).
+
+    With a lease, every replica schedules the job but only the lease holder ticks; the others' ticks only
+    try to take the lease, so a dead holder's watcher moves on within the lease's ttl plus one tick.
+    """
+    job: Callable[[], Any] = watcher.tick if lease is None else (lambda: lease.run(watcher.tick))
     scheduler.add_job(
-        watcher.tick,
+        job,
         "interval",
         seconds=interval_s,
         id="watcher",

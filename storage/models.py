@@ -259,6 +259,17 @@ class DigestPost(SQLModel, table=True):
     late: bool = Field(default=False)
 
 
+class Lease(SQLModel, table=True):
+    """Who runs a named scheduled job (the watcher) until when: one holder at a time, expiring."""
+
+    __tablename__ = "leases"
+
+    name: str = Field(primary_key=True, max_length=64)
+    holder: str = Field(max_length=128)
+    expires_at: datetime = Field(sa_column=sa.Column(UTCDateTime(), nullable=False))
+    acquired_at: datetime = Field(sa_column=sa.Column(UTCDateTime(), nullable=False))
+
+
 # APScheduler's SQLAlchemy job store table, declared here so that Alembic owns the schema; the job store's
 # own create_all then finds it and does nothing. Columns match apscheduler.jobstores.sqlalchemy (3.x).
 apscheduler_jobs = sa.Table(

@@ -64,6 +64,7 @@ def test_defaults(clean_env: pytest.MonkeyPatch) -> None:
     assert s.finetune.approval_quorum == 1
     assert s.finetune.runners == [] and s.finetune.approvers == []
     assert s.polyaxon.project == "finetune"
+    assert s.finetune.watch_lease_ttl == 30.0
     assert not s.slack.socket_mode
 
 
@@ -80,6 +81,7 @@ def test_defaults(clean_env: pytest.MonkeyPatch) -> None:
         ("FINETUNE_APPROVAL_QUORUM", "0", "FINETUNE_APPROVAL_QUORUM: Input should be greater than or equal to 1"),
         ("FINETUNE_APPROVAL_QUORUM", "two", "FINETUNE_APPROVAL_QUORUM: Input should be a valid integer"),
         ("FINETUNE_TIMEZONE", "Mars/Base", "FINETUNE_TIMEZONE: expected an IANA timezone"),
+        ("FINETUNE_WATCH_LEASE_TTL_S", "15", "FINETUNE_WATCH_LEASE_TTL_S: must be at least twice"),
         ("POLYAXON_HOST", "polyaxon:80", "POLYAXON_HOST: expected an http(s) URL"),
         ("POLYAXON_NO_CONFIG", "false", "POLYAXON_NO_CONFIG: must be true"),
         ("FINETUNE_POLYAXON_PROJECT", "My Project", "FINETUNE_POLYAXON_PROJECT: expected a slug"),

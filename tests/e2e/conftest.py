@@ -82,6 +82,8 @@ def serve_env(standin: SlackStandIn, polyaxon_host: str, database_url: str, proj
         "FINETUNE_DATABASE_URL": database_url,
         "FINETUNE_CATALOG_DIR": str(REPO / "manifests"),
         "FINETUNE_WATCH_INTERVAL_S": "1",
+        # A process killed with SIGKILL cannot release the watcher lease: its successor waits out the ttl.
+        "FINETUNE_WATCH_LEASE_TTL_S": "3",
     }
     env.pop("SLACK_APP_TOKEN", None)  # HTTP mode: the sender posts signed requests
     return env

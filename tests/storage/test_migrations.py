@@ -23,6 +23,7 @@ TABLES = {
     "digest_schedules",
     "audit_entries",
     "digest_posts",
+    "leases",
     "apscheduler_jobs",
 }
 
