@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,21 +149,36 @@ def reply_text(reply: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+@contextmanager
+def start_live_bot(
+    polyaxon_stack: LocalPolyaxonStack, folder: Path, *, approvers: list[str] | None = None
+) -> Iterator[LiveBot]:
+    """A bot with its own stand-in, database and Polyaxon project, built as `serve` builds it; stopped after."""
+    standin = SlackStandIn().start()
+    url = f"sqlite:///{folder / 'bot.db'}"
+    engine = make_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    settings = e2e_settings(standin, polyaxon_stack.host, url, project=f"e2e-{uuid.uuid4().hex[:8]}")
+    if approvers is not None:
+        settings = settings.model_copy(
+            update={"finetune": settings.finetune.model_copy(update={"approvers": approvers})}
+        )
+    runtime = build_runtime(settings)
+    runtime.start()
+    http = build_http_server(settings, runtime.services, "127.0.0.1", 0, app=runtime.app).start()
+    try:
+        yield LiveBot(runtime, http, standin, SlackSender(http.url, SIGNING_SECRET, standin=standin))
+    finally:
+        http.stop()
+        runtime.stop()
+        standin.stop()
+
+
 @pytest.fixture(scope="module")
 def live_bot(
     polyaxon_stack: LocalPolyaxonStack, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveBot]:
     """One bot per test module, with its own database and Polyaxon project."""
-    standin = SlackStandIn().start()
-    url = f"sqlite:///{tmp_path_factory.mktemp('e2e') / 'bot.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    engine.dispose()
-    settings = e2e_settings(standin, polyaxon_stack.host, url, project=f"e2e-{uuid.uuid4().hex[:8]}")
-    runtime = build_runtime(settings)
-    runtime.start()
-    http = build_http_server(settings, runtime.services, "127.0.0.1", 0, app=runtime.app).start()
-    yield LiveBot(runtime, http, standin, SlackSender(http.url, SIGNING_SECRET, standin=standin))
-    http.stop()
-    runtime.stop()
-    standin.stop()
+    with start_live_bot(polyaxon_stack, tmp_path_factory.mktemp("e2e")) as bot:
+        yield bot

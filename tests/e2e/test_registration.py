@@ -14,18 +14,13 @@ from typing import Any
 
 import pytest
 
-from bot.app import build_runtime
 from bot.local.polyaxon import LocalPolyaxonStack
-from bot.local.slack import SlackSender, SlackStandIn
 from bot.local.slack.sender import SentRequest
 from bot.local.slack.server import BOT_USER_ID
 from bot.registry import RECORDED_REACTION, RegistrationService
-from bot.web import build_http_server
 from storage import repos
-from storage.db import make_engine
-from storage.migrate import upgrade
 from storage.models import ApprovalRequest, Registration, Run
-from tests.e2e.conftest import ALICE, BOB, CHANNEL, SIGNING_SECRET, LiveBot, e2e_settings, reply_text
+from tests.e2e.conftest import ALICE, BOB, CHANNEL, LiveBot, reply_text, start_live_bot
 from tests.e2e.test_lifecycle import run_name_in
 from tests.fixtures.polyaxon import free_closed_port_host
 from tests.fixtures.slack import wait_for
@@ -42,21 +37,11 @@ def live_bot(
     polyaxon_stack: LocalPolyaxonStack, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveBot]:
     """A bot whose approvers are bob (by user ID) and the S0APPROVE group (bob + carol)."""
-    standin = SlackStandIn().start()
-    standin.add_user(DAVE, "dave")
-    url = f"sqlite:///{tmp_path_factory.mktemp('e2e-registration') / 'bot.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    engine.dispose()
-    base = e2e_settings(standin, polyaxon_stack.host, url, project=f"e2e-{uuid.uuid4().hex[:8]}")
-    settings = base.model_copy(update={"finetune": base.finetune.model_copy(update={"approvers": [BOB, "S0APPROVE"]})})
-    runtime = build_runtime(settings)
-    runtime.start()
-    http = build_http_server(settings, runtime.services, "127.0.0.1", 0, app=runtime.app).start()
-    yield LiveBot(runtime, http, standin, SlackSender(http.url, SIGNING_SECRET, standin=standin))
-    http.stop()
-    runtime.stop()
-    standin.stop()
+    with start_live_bot(
+        polyaxon_stack, tmp_path_factory.mktemp("e2e-registration"), approvers=[BOB, "S0APPROVE"]
+    ) as bot:
+        bot.standin.add_user(DAVE, "dave")
+        yield bot
 
 
 @pytest.fixture(scope="module")
