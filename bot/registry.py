@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RECORDED_REACTION = "floppy_disk"
+# Lineage that describes the run, not the model: metrics, the environment, system resources (cpu, memory, load).
+NOT_MODEL_ARTIFACTS = frozenset({"metric", "env", "system", "span"})
 # A registration claim older than this belongs to a process that died mid-way: the next retry takes it over.
 STALE_CLAIM = timedelta(minutes=5)
 _SKIN_TONE = re.compile(r"::skin-tone-\d$")
@@ -92,7 +94,7 @@ class RegistrationService:
         checkpoint_path: str | None = None
         checkpoint_digest: str | None = None
         for artifact in self.gateway.lineage(uuid):
-            if artifact.kind == "metric" or artifact.is_input:
+            if artifact.kind in NOT_MODEL_ARTIFACTS or artifact.is_input:
                 continue
             names.append(artifact.name)
             label = artifact.name

@@ -3,10 +3,12 @@
 It starts the local Polyaxon stack, the Slack stand-in and the bot (the same `build_runtime` as `serve`,
 over real signed HTTP), then reads lines from the terminal or a script, like Hubot's shell adapter:
 
-    /finetune run recipe=sft-tiny        a slash command, sent as Slack sends it (signed form post)
+    /finetune run recipe=sft-tiny        a slash command, sent as Slack sends it (signed form post);
+                                         $RUN in it stands for the newest run's name (for scripts)
     +white_check_mark [TS|last]          a reaction_added on a message (default: the newest one)
     -white_check_mark [TS|last]          a reaction_removed
-    as bob                               act as another member of the workspace (alice, bob, carol)
+    as bob                               act as another member of the workspace (alice, bob, carol;
+                                         bob and carol approve unless FINETUNE_APPROVERS says otherwise)
     wait [SECONDS]                       wait until no run is active (for scripts; default 600 s)
     sleep SECONDS                        pause
     help, quit
@@ -38,6 +40,7 @@ from storage import repos
 POLL_S = 0.3
 DEFAULT_WAIT_S = 600.0
 PEOPLE = {"alice": "U0ALICE01", "bob": "U0BOB0001", "carol": "U0CAROL01"}
+LOCAL_APPROVER_GROUP = "S0APPROVE"  # the stand-in's ml-approvers group: bob and carol
 HELP = (__doc__ or "").split("\n\n")[1]
 
 
@@ -121,6 +124,13 @@ class Shell:
             self.say(HELP)
         elif line.startswith("/finetune"):
             text = line.removeprefix("/finetune").strip()
+            if "$RUN" in text:
+                # Scripts can't know a run's name in advance; in Slack a person copies it from the card.
+                newest = self.newest_run()
+                if newest is None:
+                    self.say("`$RUN` stands for the newest run, and there is none yet")
+                    return True
+                text = text.replace("$RUN", newest)
             sent = self.sender.slash_command(text, user_id=self.user, channel_id=DEFAULT_CHANNEL)
             if sent.status != 200:
                 self.say(f"the bot answered HTTP {sent.status}: {sent.body[:200]}")
@@ -137,6 +147,12 @@ class Shell:
         else:
             self.say(f"unknown input {line!r}; type `help`")
         return True
+
+    def newest_run(self) -> str | None:
+        """The name of the newest run in the bot's database."""
+        with self.runtime.services.sessions() as s:
+            runs = repos.list_recent_runs(s, limit=1)
+        return runs[0].name if runs else None
 
     def react(self, line: str) -> None:
         """`+name [TS|last]` / `-name [TS|last]` on a message of the channel (threads included)."""
@@ -193,7 +209,12 @@ def local_settings(settings: Settings, standin: SlackStandIn, polyaxon_host: str
         }
     )
     polyaxon = settings.polyaxon.model_copy(update={"host": polyaxon_host, "auth_token": None})
-    return settings.model_copy(update={"slack": slack, "polyaxon": polyaxon})
+    finetune = settings.finetune
+    if not finetune.approvers:
+        # Without FINETUNE_APPROVERS nobody could approve a registration here: the stand-in's approver group
+        # (bob and carol) approves, so `as bob` then `+white_check_mark` shows the whole flow.
+        finetune = finetune.model_copy(update={"approvers": [LOCAL_APPROVER_GROUP]})
+    return settings.model_copy(update={"slack": slack, "polyaxon": polyaxon, "finetune": finetune})
 
 
 def build_local_assets(catalog_dir: Path, out: TextIO) -> None:

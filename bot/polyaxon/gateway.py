@@ -8,6 +8,7 @@ explicitly from the constructor's arguments, never from `$HOME` or the environme
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -152,6 +153,9 @@ class PolyaxonGateway:
         from polyaxon.exceptions import ApiException, PolyaxonClientException
         from urllib3.exceptions import HTTPError
 
+        # The client logs each failed call at ERROR, showing the *global* client config (not this gateway's
+        # host), before raising; the gateway turns the exception into a GatewayError its caller reports once.
+        logging.getLogger("polyaxon.cli").setLevel(logging.CRITICAL)
         self.host = host.rstrip("/")
         self.owner = owner
         self.project = project

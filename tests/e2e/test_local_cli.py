@@ -20,6 +20,12 @@ SCRIPT = """\
 wait 300
 /finetune status
 +eyes last
+/finetune register $RUN model=local-demo
+sleep 2
+as bob
++white_check_mark last
+sleep 6
+/finetune trace local-demo
 quit
 """
 
@@ -48,6 +54,9 @@ def test_local_runs_sft_tiny_to_succeeded_from_a_script(tmp_path: Path, tiny_mod
     assert "no recipe 'sft-tny'; did you mean sft-tiny" in out  # a typo is answered, nothing starts
     assert "(edited)" in out and "succeeded" in out and "eval_loss" in out, out[-3000:]
     assert "active run(s) after" not in out  # `wait` saw every run finish
+    # Registration works on the embedded defaults: bob is a local approver.
+    assert "Approval request: register local-demo" in out
+    assert "Registered *local-demo:v1*" in out and "Trace of local-demo:v1" in out, out[-3000:]
     # Everything it started is gone: no server, agent or job left behind.
     leftovers = subprocess.run(["pgrep", "-f", str(tmp_path / "store")], capture_output=True, text=True).stdout
     assert leftovers.strip() == "", leftovers

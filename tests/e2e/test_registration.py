@@ -169,6 +169,7 @@ def test_quorum_one_registers_the_candidate_shown_in_the_request(
     remote = registry.gateway.get_model_version(registration.polyaxon_version or "")
     assert remote.run_uuid == tiny_run.polyaxon_uuid
     assert {"model", "eval_results"} <= set(remote.artifacts)
+    assert not {"cpu", "memory", "load", "env"} & set(remote.artifacts)  # run lineage, not the model's
     # The bot's recorded reaction comes after the database row (it is what `recorded_at` marks).
     wait_for(lambda: live_bot.standin.reactions(CHANNEL, request.message_ts or "").get(RECORDED_REACTION))
     assert live_bot.standin.reactions(CHANNEL, request.message_ts or "")[RECORDED_REACTION] == [BOT_USER_ID]
