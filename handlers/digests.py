@@ -238,7 +238,7 @@ class DigestRuntime:
             requester=req.requester,
             created_at=req.created_at,
             approved_by=approved_by,
-            quorum=self.settings.finetune.approval_quorum,
+            quorum=req.quorum,  # the quorum the request was made under
             can_still_approve=[u for u in self.settings.finetune.approvers if u not in excluded],
             link=_permalink(base, req.channel, req.message_ts),
         )

@@ -180,3 +180,42 @@ def test_two_replicas_on_one_postgres_post_one_digest(pg_schema_url: str, standi
         assert proc.wait(timeout=60) == 0
     assert len(_digests(standin)) == 1
     assert len(standin.calls("chat.postMessage")) == 1
+
+
+def test_waiting_approval_requests_come_from_the_database_with_their_own_quorum(
+    migrated_url: str, standin: SlackStandIn
+) -> None:
+    now = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+    runtime = build_runtime(migrated_url, standin.base_url, standin.bot_token, clock=lambda: now)
+    with runtime.sessions() as s:
+        run = repos.create_run(
+            s, name="sft-tiny-aaaa", recipe_name="sft-tiny", recipe_hash="h", requester="U0ALICE01", channel=CHANNEL
+        )
+
+        posted: list[int] = []
+
+        def request(model: str, *, quorum: int, status: str = "open", expires: timedelta = timedelta(hours=1)) -> int:
+            req = repos.create_approval_request(
+                s,
+                run_id=run.id,
+                model=model,
+                requester="U0ALICE01",
+                channel=CHANNEL,
+                message_ts=f"1796000000.{len(posted) + 1:06d}",  # one request message each
+                candidate_digest="d" * 64,
+                status=status,
+                quorum=quorum,
+                expires_at=now + expires,
+            )
+            posted.append(req.id or 0)
+            return req.id or 0
+
+        waiting = request("tiny-chat", quorum=3)  # made when the quorum was 3; settings now say 2
+        repos.add_approval(s, request_id=waiting, user="U0BOB0001", reaction="white_check_mark", message_ts="1.2")
+        request("expired", quorum=1, expires=-timedelta(minutes=1))
+        request("done", quorum=1, status="registered")
+    data = runtime.collect(CHANNEL, now=now, scheduled_for=None, period=timedelta(days=1))
+    [approval] = data.approvals
+    assert approval.model == "tiny-chat" and approval.run_name == "sft-tiny-aaaa"
+    assert approval.approved_by == ["U0BOB0001"] and approval.quorum == 3
+    assert approval.can_still_approve == ["U0CAROL01"]  # not bob again, never the requester
