@@ -170,7 +170,7 @@ class RegistrationService:
             earlier = list(repos.list_approval_requests(s, statuses=["open"], run_id=run.id, model=cmd.model))
         for old in earlier:
             if old.expires_at is not None and old.expires_at <= now:
-                self._close(old, "expired")
+                self._expire(old, run)
             elif old.candidate_digest == digest:
                 link = self.runs.permalink(old.channel, old.message_ts)
                 where = f"<{link}|the open request>" if link else "the open request"
@@ -354,7 +354,7 @@ class RegistrationService:
                     f"({count}/{request.quorum})."
                 )
         elif verdict.code == "expired" and request.status == "open":
-            self._close(request, "expired")
+            self._expire(request, run)
         elif verdict.code == "closed" and not added and request.status == "registered":
             with self.sessions() as s:
                 registration = repos.registration_for_request(s, request_id=request_id)
@@ -391,11 +391,34 @@ class RegistrationService:
             log.warning("registry: can't re-read the candidate of %s: %s", run.name, exc)
             return None
 
-    def _close(self, request: ApprovalRequest, status: str) -> bool:
+    def _expire(self, request: ApprovalRequest, run: Run) -> bool:
+        """Close an open request past its expiry; whoever closes it (sweep, reaction, re-issue) says so, once."""
+        count = 0
         with self.sessions() as s:
-            return repos.claim_approval_request(
-                s, request_id=request.id or 0, from_statuses=["open"], to_status=status, decided_at=self.clock()
+            closed = repos.claim_approval_request(
+                s, request_id=request.id or 0, from_statuses=["open"], to_status="expired", decided_at=self.clock()
             )
+            if closed:
+                count = len(repos.active_approvals(s, request_id=request.id or 0))
+        if closed:
+            self.runs.post_thread(
+                run,
+                f":hourglass: The approval request for `{request.model}` expired unapproved "
+                f"({count}/{request.quorum} approvals). To ask again: "
+                f"`/finetune register {run.name} model={request.model}`.",
+                purpose="approval_expired",
+            )
+        return closed
+
+    def expire_due(self) -> int:
+        """Close every open request past its expiry (a watcher tick); how many were closed now."""
+        now = self.clock()
+        with self.sessions() as s:
+            due = [
+                (request, repos.get_run(s, run_id=request.run_id))
+                for request in repos.list_approval_requests(s, statuses=["open"], expired_at=now)
+            ]
+        return sum(self._expire(request, run) for request, run in due if run is not None)
 
     def _void(
         self, request: ApprovalRequest, run: Run, *, new_digest: str, from_statuses: tuple[str, ...] = ("open",)

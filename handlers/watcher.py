@@ -124,6 +124,7 @@ class Watcher:
         from bot.polyaxon import GatewayError
 
         assert self.registry is not None
+        self.registry.expire_due()
         try:
             self.registry.retry_pending()
         except GatewayError as exc:

@@ -279,9 +279,12 @@ def list_approval_requests(
     statuses: Sequence[str] | None = None,
     run_id: int | None = None,
     model: str | None = None,
+    expired_at: datetime | None = None,
 ) -> Sequence[ApprovalRequest]:
-    """Approval requests, oldest first, filtered by status, run and model."""
+    """Approval requests, oldest first, filtered by status, run, model and expiry at or before `expired_at`."""
     stmt = select(ApprovalRequest)
+    if expired_at is not None:
+        stmt = stmt.where(col(ApprovalRequest.expires_at).is_not(None), col(ApprovalRequest.expires_at) <= expired_at)
     if statuses is not None:
         stmt = stmt.where(col(ApprovalRequest.status).in_(list(statuses)))
     if run_id is not None:

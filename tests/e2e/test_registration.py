@@ -355,6 +355,21 @@ def test_expired_request_is_ignored(live_bot: LiveBot, tiny_run: Run, registry: 
     status_of(live_bot, request, {"expired"})
     assert wait_for(lambda: notices(live_bot, tiny_run, "this request has expired"))
     assert approvers_of(live_bot, request) == [] and not registrations(live_bot, "reg-expired")
+    # Closed by the watcher's sweep or by the reaction, whichever came first: the thread is told once.
+    settle(live_bot, 2.5)
+    assert len(notices(live_bot, tiny_run, "The approval request for `reg-expired` expired unapproved (0/1")) == 1
+
+
+def test_an_expired_request_is_closed_by_the_watcher_without_any_reaction(
+    live_bot: LiveBot, tiny_run: Run, registry: RegistrationService
+) -> None:
+    request = ask(live_bot, tiny_run, "reg-lapsed")
+    with live_bot.runtime.services.sessions() as s:
+        row = repos.get_approval_request(s, request_id=request.id or 0)
+        assert row is not None and row.expires_at is not None
+        repos.update_approval_request(s, row, expires_at=row.created_at - timedelta(minutes=1))
+    status_of(live_bot, request, {"expired"}, timeout=30)
+    assert wait_for(lambda: notices(live_bot, tiny_run, "`reg-lapsed` expired unapproved"))
 
 
 def test_polyaxon_down_at_registration_stays_approved_and_registers_on_retry(
