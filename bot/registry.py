@@ -267,6 +267,17 @@ class RegistrationService:
             approved = {a.user for a in repos.active_approvals(s, request_id=request.id or 0)}
         if run is None:
             return
+        if (
+            not added
+            and on_request
+            and reaction == self.reaction
+            and user in approved
+            and request.status == "approved"
+            and self._reopen(request)
+        ):
+            # Quorum was reached but registration has not started (Polyaxon was down): the removal still
+            # comes before registration, so it revokes, and the request waits for its quorum again.
+            request.status = "open"
         verdict = self._judge(
             request, run, added=added, on_request=on_request, user=user, reaction=reaction, approved=approved
         )
@@ -325,6 +336,7 @@ class RegistrationService:
         verb = "reaction_added" if added else "reaction_removed"
         outcome = "ignored"
         progress: str | None = None
+        reregister = False
         reason = verdict.reason
         if verdict.code == "counts":
             with self.sessions() as s:
@@ -349,6 +361,8 @@ class RegistrationService:
                 count = len(repos.active_approvals(s, request_id=request_id))
             if revoked is not None:
                 outcome = "ok"
+                if count >= request.quorum:  # a reopened request that still has its quorum: register as before
+                    reregister = True
                 progress = (
                     f":leftwards_arrow_with_hook: <@{user}> withdrew their approval of `{request.model}` "
                     f"({count}/{request.quorum})."
@@ -360,6 +374,12 @@ class RegistrationService:
                 registration = repos.registration_for_request(s, request_id=request_id)
             label = f"{request.model}:{registration.version}" if registration else request.model
             reason = f"<@{user}> removed :{reaction}: after registration: `{label}` stays registered"
+        elif verdict.code == "closed" and not added and request.status in ("approved", "registering"):
+            # The registration call is in flight: too late to withdraw (an approved request is reopened above).
+            reason = (
+                f"<@{user}> removed :{reaction}: while `{request.model}` was being registered: "
+                "the approval stands for this registration"
+            )
         with self.sessions() as s:
             repos.add_audit(
                 s,
@@ -374,7 +394,7 @@ class RegistrationService:
             self.runs.post_thread(run, progress, purpose="approval")
         if reason and self._first_notice(request_id, user, verdict.code):
             self.runs.post_thread(run, f":information_source: {reason}", purpose="approval_notice")
-        if verdict.code == "counts" and outcome == "ok":
+        if (verdict.code == "counts" and outcome == "ok") or reregister:
             self._maybe_register(request_id)
 
     def _first_notice(self, request_id: int, user: str, code: str) -> bool:
@@ -390,6 +410,13 @@ class RegistrationService:
         except GatewayError as exc:
             log.warning("registry: can't re-read the candidate of %s: %s", run.name, exc)
             return None
+
+    def _reopen(self, request: ApprovalRequest) -> bool:
+        """Approved but not yet registering -> open again; False once a registration attempt has claimed it."""
+        with self.sessions() as s:
+            return repos.claim_approval_request(
+                s, request_id=request.id or 0, from_statuses=["approved"], to_status="open", decided_at=None
+            )
 
     def _expire(self, request: ApprovalRequest, run: Run) -> bool:
         """Close an open request past its expiry; whoever closes it (sweep, reaction, re-issue) says so, once."""
@@ -491,6 +518,8 @@ class RegistrationService:
         if candidate.digest() != request.candidate_digest:
             self._void(request, run, new_digest=candidate.digest(), from_statuses=("registering",))
             return False
+        if request.version is not None and request.version in taken:
+            return self._version_taken(request, run)
         version = request.version or next_version(taken)
         name = polyaxon_version_name(request.model, version)
         content = {
@@ -541,6 +570,38 @@ class RegistrationService:
         # Committed: only now does the message say so.
         self._record(request_id)
         return True
+
+    def _version_taken(self, request: ApprovalRequest, run: Run) -> bool:
+        """The version asked for was registered by another request meanwhile: retrying can't help, so void."""
+        label = f"{request.model}:{request.version}"
+        with self.sessions() as s:
+            voided = repos.claim_approval_request(
+                s,
+                request_id=request.id or 0,
+                from_statuses=["registering"],
+                to_status="voided",
+                decided_at=self.clock(),
+                error=f"{label} was registered by another request",
+            )
+            if voided:
+                repos.add_audit(
+                    s,
+                    user=request.requester,
+                    channel=request.channel,
+                    command=f"void approval request {request.id}",
+                    outcome="ok",
+                    detail=f"{label} taken by another request",
+                    run_id=run.id,
+                )
+        if voided:
+            self.runs.post_thread(
+                run,
+                f":no_entry: The approval request for `{label}` is *voided*: that version was registered by another "
+                f"request after this one was made. Re-issue with another version: "
+                f"`/finetune register {run.name} model={request.model} version=…` (or leave `version=` out).",
+                purpose="approval_voided",
+            )
+        return False
 
     def _pending(self, request: ApprovalRequest, run: Run, exc: Exception) -> bool:
         """Registration failed (Polyaxon down, version taken): the request stays approved, retried every tick."""

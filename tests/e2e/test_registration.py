@@ -394,6 +394,53 @@ def test_polyaxon_down_at_registration_stays_approved_and_registers_on_retry(
     assert len(notices(live_bot, tiny_run, "stays *approved*, nothing is lost")) == 1
 
 
+def test_removal_while_registration_waits_for_polyaxon_revokes_and_reopens(
+    live_bot: LiveBot, tiny_run: Run, registry: RegistrationService
+) -> None:
+    from bot.polyaxon import PolyaxonGateway
+
+    request = ask(live_bot, tiny_run, "reg-held")
+    ts = request.message_ts or ""
+    watcher = live_bot.runtime.watcher
+    assert watcher is not None
+    real = registry.gateway
+    registry.gateway = PolyaxonGateway(host=free_closed_port_host(), token=None, timeout_s=2.0, write_attempts=1)
+    watcher.registry = None  # no background retry while the test holds the request in `approved`
+    try:
+        react(live_bot, BOB, ts)
+        status_of(live_bot, request, {"approved"})
+        react(live_bot, BOB, ts, added=False)  # before registration: it revokes, and the quorum is gone
+        status_of(live_bot, request, {"open"})
+        assert wait_for(lambda: notices(live_bot, tiny_run, f"<@{BOB}> withdrew their approval of `reg-held` (0/1)"))
+        assert approvers_of(live_bot, request) == []
+    finally:
+        registry.gateway = real
+        watcher.registry = registry
+    settle(live_bot, 2.5)  # the watcher's retries find nothing approved
+    assert status_of(live_bot, request, {"open"}) and not registrations(live_bot, "reg-held")
+    react(live_bot, CAROL, ts)
+    status_of(live_bot, request, {"registered"})
+    assert approvers_of(live_bot, request) == [CAROL]
+    [summary] = wait_for(lambda: notices(live_bot, tiny_run, "Registered *reg-held:v1*"))
+    assert f"<@{CAROL}>" in summary and f"<@{BOB}>" not in summary
+
+
+def test_an_explicit_version_taken_meanwhile_voids_the_request(
+    live_bot: LiveBot, tiny_run: Run, registry: RegistrationService
+) -> None:
+    request = ask(live_bot, tiny_run, "reg-taken", extra="version=v7")
+    assert request.version == "v7"
+    with live_bot.runtime.services.sessions() as s:  # another request registered reg-taken:v7 in the meantime
+        repos.create_registration(
+            s, model="reg-taken", version="v7", run_id=tiny_run.id, artifacts=[], polyaxon_version="reg-taken-v7"
+        )
+    react(live_bot, BOB, request.message_ts or "")
+    voided = status_of(live_bot, request, {"voided"})
+    assert voided.error == "reg-taken:v7 was registered by another request"
+    assert wait_for(lambda: notices(live_bot, tiny_run, "`reg-taken:v7` is *voided*: that version was registered"))
+    assert [r.version for r in registrations(live_bot, "reg-taken")] == ["v7"]  # only the other one
+
+
 def test_candidate_changed_after_approval_voids_the_request(
     live_bot: LiveBot, tiny_run: Run, registry: RegistrationService
 ) -> None:
