@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RECORDED_REACTION = "floppy_disk"
+REGISTERED_EVENT = "finetune_registered"  # message metadata of the registration summary
 # Lineage that describes the run, not the model: metrics, the environment, system resources (cpu, memory, load).
 NOT_MODEL_ARTIFACTS = frozenset({"metric", "env", "system", "span"})
 # A registration claim older than this belongs to a process that died mid-way: the next retry takes it over.
@@ -628,8 +629,12 @@ class RegistrationService:
             )
         return False
 
-    def _record(self, request_id: int) -> None:
-        """After the registration is committed: the bot's recorded reaction and the summary in the thread."""
+    def _record(self, request_id: int, *, recovering: bool = False) -> None:
+        """After the registration is committed: the bot's recorded reaction and the summary in the thread.
+
+        `recovering`: an earlier process may have died after posting the summary and before noting it, so
+        the thread is read back first (the summary carries the request id in its message metadata).
+        """
         with self.sessions() as s:
             request = repos.get_approval_request(s, request_id=request_id)
             if request is None:
@@ -661,7 +666,19 @@ class RegistrationService:
             f"Criteria ({request.criteria_version}): {passed}/{len(results)} pass\n{lines}\n"
             f"`/finetune trace {request.model}:{registration.version}` shows the whole chain."
         )
-        self.runs.post_thread(run, text, purpose="registered")
+        already = None
+        if recovering:
+            try:
+                already = self.runs.find_thread_post(run, REGISTERED_EVENT, request_id=request_id)
+            except SlackApiError as exc:
+                log.warning("registry: can't read the thread back (%s): posting, which may repeat", exc)
+        if already is None:
+            self.runs.post_thread(
+                run,
+                text,
+                purpose="registered",
+                metadata={"event_type": REGISTERED_EVENT, "event_payload": {"request_id": request_id}},
+            )
         with self.sessions() as s:
             fresh = repos.get_approval_request(s, request_id=request_id)
             if fresh is not None:
@@ -688,7 +705,7 @@ class RegistrationService:
                 )
         done = sum(self._register(request_id) for request_id in approved + stale)
         for request_id in unrecorded:
-            self._record(request_id)
+            self._record(request_id, recovering=True)
         return done
 
     # --- /finetune trace ----------------------------------------------------------------------------

@@ -41,6 +41,15 @@ CARD_UPDATE_MIN_INTERVAL_S = 3.0  # Slack allows about one chat.update per secon
 INLINE_LOG_BYTES = 3500
 
 
+# Message metadata on each status post: how a restarted bot tells whether a post went out before a crash.
+TRANSITION_EVENT = "finetune_status_event"
+
+
+def transition_metadata(event_id: int, status: str) -> dict[str, Any]:
+    """Slack message metadata naming the status event a thread post tells."""
+    return {"event_type": TRANSITION_EVENT, "event_payload": {"event_id": event_id, "status": status}}
+
+
 class RunError(CommandError):
     """A user error about runs (unknown run, not allowed, incompatible resume); nothing was changed.
 
@@ -300,11 +309,21 @@ class RunService:
         self.client.chat_update(channel=run.channel, ts=run.card_ts, text=card_text(view), blocks=render_card(view))
         return True
 
-    def post_thread(self, run: Run, text: str, *, purpose: str, blocks: list[dict[str, Any]] | None = None) -> str:
+    def post_thread(
+        self,
+        run: Run,
+        text: str,
+        *,
+        purpose: str,
+        blocks: list[dict[str, Any]] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
         """Post in the run's thread (never a new top-level message); the message ts."""
         kwargs: dict[str, Any] = {"channel": run.channel, "thread_ts": run.thread_ts or run.card_ts, "text": text}
         if blocks:
             kwargs["blocks"] = blocks
+        if metadata:
+            kwargs["metadata"] = metadata
         resp = self.client.chat_postMessage(**kwargs)
         ts = str(resp["ts"])
         with self.sessions() as s:
@@ -337,11 +356,41 @@ class RunService:
             event_id = event.id if event is not None else None
         if event_id is None:
             return fresh
-        ts = self.post_thread(fresh, text, purpose="transition", blocks=blocks)
+        ts = self.post_thread(
+            fresh, text, purpose="transition", blocks=blocks, metadata=transition_metadata(event_id, status)
+        )
         with self.sessions() as s:
             repos.mark_status_event_posted(s, event_id=event_id, ts=ts)
         self.update_card(fresh, force=True)
         return fresh
+
+    def find_transition_post(self, run: Run, event_id: int) -> str | None:
+        """The ts of the thread post that told status event `event_id`, if it went out; None if it did not.
+
+        A crash between the post and the database write that records it leaves Slack as the only witness:
+        the post carries the event's id in its message metadata, so the thread is read back, not guessed.
+        Raises SlackApiError when the thread can't be read (e.g. the channels:history scope is missing).
+        """
+        return self.find_thread_post(run, TRANSITION_EVENT, event_id=event_id)
+
+    def find_thread_post(self, run: Run, event_type: str, **payload: Any) -> str | None:
+        """The ts of a post in the run's thread whose message metadata is `event_type` with `payload`, or None."""
+        thread_ts = run.thread_ts or run.card_ts
+        if not thread_ts:
+            return None
+        cursor: str | None = None
+        while True:
+            resp = self.client.conversations_replies(
+                channel=run.channel, ts=thread_ts, include_all_metadata=True, limit=200, cursor=cursor
+            )
+            for message in resp.get("messages") or []:
+                meta = message.get("metadata") or {}
+                found = meta.get("event_payload") or {}
+                if meta.get("event_type") == event_type and all(found.get(k) == v for k, v in payload.items()):
+                    return str(message["ts"])
+            cursor = (resp.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                return None
 
     def upload_to_thread(self, run: Run, *, content: bytes, filename: str, title: str, comment: str) -> None:
         """Attach a file in the run's thread (files_upload_v2)."""

@@ -441,6 +441,25 @@ def test_an_explicit_version_taken_meanwhile_voids_the_request(
     assert [r.version for r in registrations(live_bot, "reg-taken")] == ["v7"]  # only the other one
 
 
+def test_a_summary_posted_just_before_a_crash_is_not_posted_again(
+    live_bot: LiveBot, tiny_run: Run, registry: RegistrationService
+) -> None:
+    request = ask(live_bot, tiny_run, "reg-crash")
+    react(live_bot, BOB, request.message_ts or "")
+    status_of(live_bot, request, {"registered"})
+    assert wait_for(lambda: notices(live_bot, tiny_run, "Registered *reg-crash:v1*"))
+    wait_for(lambda: (r := request_for(live_bot, "reg-crash")).recorded_at is not None and r)
+    # As if the process died after posting the summary and before noting it: the next retry finds the post.
+    with live_bot.runtime.services.sessions() as s:
+        row = repos.get_approval_request(s, request_id=request.id or 0)
+        assert row is not None
+        repos.update_approval_request(s, row, recorded_at=None, claimed_at=row.created_at - timedelta(hours=1))
+    registry.retry_pending()
+    assert request_for(live_bot, "reg-crash").recorded_at is not None
+    settle(live_bot)
+    assert len(notices(live_bot, tiny_run, "Registered *reg-crash:v1*")) == 1
+
+
 def test_candidate_changed_after_approval_voids_the_request(
     live_bot: LiveBot, tiny_run: Run, registry: RegistrationService
 ) -> None:

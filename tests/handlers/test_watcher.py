@@ -18,7 +18,7 @@ from bot.local.slack import SlackStandIn
 from bot.local.slack.server import DEFAULT_CHANNEL
 from bot.metrics import BotMetrics
 from bot.polyaxon import LogLine, LogTail, RunInfo
-from bot.runs import RunService
+from bot.runs import RunService, transition_metadata
 from bot.settings import FinetuneSettings, Settings, SlackSettings
 from bot.slack_client import build_web_client
 from handlers.watcher import MAX_REFRESHES_PER_TICK, Watcher
@@ -166,3 +166,33 @@ def test_a_log_line_counts_as_activity(sessions: SessionFactory, standin: SlackS
         clock.now += timedelta(minutes=10)
         gateway.log_at["uuid0000"] = clock.now  # the job keeps printing, without new metrics
         assert watcher.tick().stuck_flagged == 0
+
+
+def test_a_crash_between_post_and_record_is_not_posted_twice(sessions: SessionFactory, standin: SlackStandIn) -> None:
+    gateway, clock = FakeGateway(), Clock()
+    watcher = make_watcher(sessions, standin, gateway, clock, 2)
+    with sessions() as s:
+        told, untold = sorted(repos.list_recent_runs(s, limit=2), key=lambda r: r.id or 0)
+        told_event = repos.record_status(s, told, status="stopping")
+        untold_event = repos.record_status(s, untold, status="stopping")
+        assert told_event is not None and untold_event is not None
+        told_id, untold_id = told_event.id or 0, untold_event.id or 0
+    # `told`: the bot posted the transition, then died before recording the post (SIGKILL in between).
+    posted_ts = watcher.runs.post_thread(
+        told, "Status: *stopping*", purpose="transition", metadata=transition_metadata(told_id, "stopping")
+    )
+    # `untold`: it died before posting. A post for another event in the same thread must not be mistaken for it.
+    watcher.runs.post_thread(
+        untold, "Status: *queued*", purpose="transition", metadata=transition_metadata(untold_id + 100, "queued")
+    )
+    stats = watcher.tick()
+    assert stats.recovered_posts == 1
+    for run, ts in ((told, posted_ts), (untold, None)):
+        stopping = [m for m in standin.replies(DEFAULT_CHANNEL, run.card_ts or "") if "*stopping*" in str(m["text"])]
+        assert len(stopping) == 1, stopping
+        assert ts is None or stopping[0]["ts"] == ts
+    with sessions() as s:
+        assert list(repos.unposted_status_events(s)) == []
+        events = {e.id: e for r in (told, untold) for e in repos.list_status_events(s, run_id=r.id or 0)}
+    assert events[told_id].posted_ts == posted_ts
+    assert watcher.tick().recovered_posts == 0

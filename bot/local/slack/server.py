@@ -580,8 +580,12 @@ class SlackStandIn:
         except ApiError as err:
             raise ApiError("thread_not_found") from err
         root = parent["ts"] if _is_top_level(parent) else parent["thread_ts"]
-        thread = [m for m in ch.messages if m["ts"] == root or m.get("thread_ts") == root]
-        return {"messages": copy.deepcopy(thread), "has_more": False, "response_metadata": {"next_cursor": ""}}
+        thread = copy.deepcopy([m for m in ch.messages if m["ts"] == root or m.get("thread_ts") == root])
+        if str(args.get("include_all_metadata")).lower() not in ("true", "1"):
+            # Slack returns message metadata only when asked for it.
+            for message in thread:
+                message.pop("metadata", None)
+        return {"messages": thread, "has_more": False, "response_metadata": {"next_cursor": ""}}
 
     def _conversations_info(self, args: dict[str, Any], _token: str) -> dict[str, Any]:
         return {"channel": self._channel_json(self._channel(args.get("channel")))}
