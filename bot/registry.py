@@ -452,6 +452,23 @@ class RegistrationService:
         self, request: ApprovalRequest, run: Run, *, new_digest: str, from_statuses: tuple[str, ...] = ("open",)
     ) -> None:
         """The candidate changed: the request and every approval on it no longer count."""
+        digests = f"{request.candidate_digest[:12]} -> {new_digest[:12]}"
+        self._void_request(
+            request,
+            run,
+            from_statuses=from_statuses,
+            error=f"candidate changed: {digests}",
+            audit=f"candidate digest {digests}",
+            told=f":no_entry: The approval request for `{request.model}` is *voided*: the candidate changed after it "
+            f"was made (digest `{request.candidate_digest[:12]}` → `{new_digest[:12]}`: new checkpoint, "
+            f"re-evaluation or different artifacts). Its approvals no longer count; re-issue "
+            f"`/finetune register {run.name} model={request.model}`.",
+        )
+
+    def _void_request(
+        self, request: ApprovalRequest, run: Run, *, from_statuses: tuple[str, ...], error: str, audit: str, told: str
+    ) -> bool:
+        """Move the request to `voided` (once, whoever gets there first), audit it, and tell the thread."""
         with self.sessions() as s:
             voided = repos.claim_approval_request(
                 s,
@@ -459,7 +476,7 @@ class RegistrationService:
                 from_statuses=list(from_statuses),
                 to_status="voided",
                 decided_at=self.clock(),
-                error=f"candidate changed: {request.candidate_digest[:12]} -> {new_digest[:12]}",
+                error=error,
             )
             if voided:
                 repos.add_audit(
@@ -468,18 +485,12 @@ class RegistrationService:
                     channel=request.channel,
                     command=f"void approval request {request.id}",
                     outcome="ok",
-                    detail=f"candidate digest {request.candidate_digest[:12]} -> {new_digest[:12]}",
+                    detail=audit,
                     run_id=run.id,
                 )
         if voided:
-            self.runs.post_thread(
-                run,
-                f":no_entry: The approval request for `{request.model}` is *voided*: the candidate changed after it "
-                f"was made (digest `{request.candidate_digest[:12]}` → `{new_digest[:12]}`: new checkpoint, "
-                f"re-evaluation or different artifacts). Its approvals no longer count; re-issue "
-                f"`/finetune register {run.name} model={request.model}`.",
-                purpose="approval_voided",
-            )
+            self.runs.post_thread(run, told, purpose="approval_voided")
+        return voided
 
     # --- registration -----------------------------------------------------------------------------
 
@@ -575,33 +586,16 @@ class RegistrationService:
     def _version_taken(self, request: ApprovalRequest, run: Run) -> bool:
         """The version asked for was registered by another request meanwhile: retrying can't help, so void."""
         label = f"{request.model}:{request.version}"
-        with self.sessions() as s:
-            voided = repos.claim_approval_request(
-                s,
-                request_id=request.id or 0,
-                from_statuses=["registering"],
-                to_status="voided",
-                decided_at=self.clock(),
-                error=f"{label} was registered by another request",
-            )
-            if voided:
-                repos.add_audit(
-                    s,
-                    user=request.requester,
-                    channel=request.channel,
-                    command=f"void approval request {request.id}",
-                    outcome="ok",
-                    detail=f"{label} taken by another request",
-                    run_id=run.id,
-                )
-        if voided:
-            self.runs.post_thread(
-                run,
-                f":no_entry: The approval request for `{label}` is *voided*: that version was registered by another "
-                f"request after this one was made. Re-issue with another version: "
-                f"`/finetune register {run.name} model={request.model} version=…` (or leave `version=` out).",
-                purpose="approval_voided",
-            )
+        self._void_request(
+            request,
+            run,
+            from_statuses=("registering",),
+            error=f"{label} was registered by another request",
+            audit=f"{label} taken by another request",
+            told=f":no_entry: The approval request for `{label}` is *voided*: that version was registered by another "
+            f"request after this one was made. Re-issue with another version: "
+            f"`/finetune register {run.name} model={request.model} version=…` (or leave `version=` out).",
+        )
         return False
 
     def _pending(self, request: ApprovalRequest, run: Run, exc: Exception) -> bool:
