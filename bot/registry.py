@@ -337,7 +337,6 @@ class RegistrationService:
         verb = "reaction_added" if added else "reaction_removed"
         outcome = "ignored"
         progress: str | None = None
-        reregister = False
         reason = verdict.reason
         if verdict.code == "counts":
             with self.sessions() as s:
@@ -362,8 +361,6 @@ class RegistrationService:
                 count = len(repos.active_approvals(s, request_id=request_id))
             if revoked is not None:
                 outcome = "ok"
-                if count >= request.quorum:  # a reopened request that still has its quorum: register as before
-                    reregister = True
                 progress = (
                     f":leftwards_arrow_with_hook: <@{user}> withdrew their approval of `{request.model}` "
                     f"({count}/{request.quorum})."
@@ -395,7 +392,8 @@ class RegistrationService:
             self.runs.post_thread(run, progress, purpose="approval")
         if reason and self._first_notice(request_id, user, verdict.code):
             self.runs.post_thread(run, f":information_source: {reason}", purpose="approval_notice")
-        if (verdict.code == "counts" and outcome == "ok") or reregister:
+        if outcome == "ok":
+            # An approval may complete the quorum; so may a revocation on a reopened request that kept it.
             self._maybe_register(request_id)
 
     def _first_notice(self, request_id: int, user: str, code: str) -> bool:
@@ -444,7 +442,7 @@ class RegistrationService:
         with self.sessions() as s:
             due = [
                 (request, repos.get_run(s, run_id=request.run_id))
-                for request in repos.list_approval_requests(s, statuses=["open"], expired_at=now)
+                for request in repos.list_approval_requests(s, statuses=["open"], expires_by=now)
             ]
         return sum(self._expire(request, run) for request, run in due if run is not None)
 
@@ -660,13 +658,7 @@ class RegistrationService:
             f"Criteria ({request.criteria_version}): {passed}/{len(results)} pass\n{lines}\n"
             f"`/finetune trace {request.model}:{registration.version}` shows the whole chain."
         )
-        already = None
-        if recovering:
-            try:
-                already = self.runs.find_thread_post(run, REGISTERED_EVENT, request_id=request_id)
-            except SlackApiError as exc:
-                log.warning("registry: can't read the thread back (%s): posting, which may repeat", exc)
-        if already is None:
+        if not recovering or self.runs.find_thread_post(run, REGISTERED_EVENT, request_id=request_id) is None:
             self.runs.post_thread(
                 run,
                 text,
@@ -682,17 +674,12 @@ class RegistrationService:
         """Register requests left approved (Polyaxon was down) or claimed by a process that died; how many now."""
         now = self.clock()
         with self.sessions() as s:
-            approved = [r.id or 0 for r in repos.list_approval_requests(s, statuses=["approved"])]
-            stale = [
-                r.id or 0
-                for r in repos.list_approval_requests(s, statuses=["registering"])
-                if r.claimed_at is None or now - r.claimed_at > STALE_CLAIM
-            ]
-            unrecorded = [
-                r.id or 0
-                for r in repos.list_approval_requests(s, statuses=["registered"])
-                if r.recorded_at is None and (r.claimed_at is None or now - r.claimed_at > STALE_CLAIM)
-            ]
+            work = repos.registration_work(s)
+            # A claim younger than STALE_CLAIM belongs to a process that may still be working on it.
+            stale_claim = [r for r in work if r.claimed_at is None or now - r.claimed_at > STALE_CLAIM]
+            approved = [r.id or 0 for r in work if r.status == "approved"]
+            stale = [r.id or 0 for r in stale_claim if r.status == "registering"]
+            unrecorded = [r.id or 0 for r in stale_claim if r.status == "registered"]
             for request_id in stale:
                 repos.claim_approval_request(
                     s, request_id=request_id, from_statuses=["registering"], to_status="approved"

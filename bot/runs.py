@@ -356,33 +356,62 @@ class RunService:
             event_id = event.id if event is not None else None
         if event_id is None:
             return fresh
-        ts = self.post_thread(
-            fresh, text, purpose="transition", blocks=blocks, metadata=transition_metadata(event_id, status)
-        )
-        with self.sessions() as s:
-            repos.mark_status_event_posted(s, event_id=event_id, ts=ts)
+        self.tell_transition(fresh, event_id=event_id, status=status, text=text, blocks=blocks)
         self.update_card(fresh, force=True)
         return fresh
 
-    def find_transition_post(self, run: Run, event_id: int) -> str | None:
-        """The ts of the thread post that told status event `event_id`, if it went out; None if it did not.
+    def tell_transition(
+        self,
+        run: Run,
+        *,
+        event_id: int,
+        status: str,
+        text: str,
+        blocks: list[dict[str, Any]] | None = None,
+        recovering: bool = False,
+    ) -> bool:
+        """Post a recorded status event in the run's thread and note the post; True when posted now.
 
-        A crash between the post and the database write that records it leaves Slack as the only witness:
-        the post carries the event's id in its message metadata, so the thread is read back, not guessed.
-        Raises SlackApiError when the thread can't be read (e.g. the channels:history scope is missing).
+        `recovering`: an earlier process may have died after the post and before noting it. Slack is then
+        the only witness: the post carries the event's id in its message metadata, so the thread is read
+        back first and the event is noted as told instead of being posted twice.
         """
-        return self.find_thread_post(run, TRANSITION_EVENT, event_id=event_id)
+        ts = self.find_thread_post(run, TRANSITION_EVENT, event_id=event_id) if recovering else None
+        posted = ts is None
+        if ts is None:
+            ts = self.post_thread(
+                run, text, purpose="transition", blocks=blocks, metadata=transition_metadata(event_id, status)
+            )
+        with self.sessions() as s:
+            repos.mark_status_event_posted(s, event_id=event_id, ts=ts)
+            if not posted and repos.get_posted_message(s, channel=run.channel, ts=ts) is None:
+                repos.record_posted_message(
+                    s, channel=run.channel, ts=ts, purpose="transition", run_id=run.id, thread_ts=run.thread_ts
+                )
+        return posted
 
     def find_thread_post(self, run: Run, event_type: str, **payload: Any) -> str | None:
-        """The ts of a post in the run's thread whose message metadata is `event_type` with `payload`, or None."""
+        """The ts of a post in the run's thread whose message metadata is `event_type` with `payload`, or None.
+
+        None too when the thread can't be read (e.g. without the channels:history scope): the caller then
+        posts, at least once rather than never.
+        """
         thread_ts = run.thread_ts or run.card_ts
         if not thread_ts:
             return None
         cursor: str | None = None
         while True:
-            resp = self.client.conversations_replies(
-                channel=run.channel, ts=thread_ts, include_all_metadata=True, limit=200, cursor=cursor
-            )
+            try:
+                resp = self.client.conversations_replies(
+                    channel=run.channel, ts=thread_ts, include_all_metadata=True, limit=200, cursor=cursor
+                )
+            except SlackApiError as exc:
+                log.warning(
+                    "can't read the thread of %s back (%s; channels:history is needed): posting, which may repeat",
+                    run.name,
+                    exc.response.get("error"),
+                )
+                return None
             for message in resp.get("messages") or []:
                 meta = message.get("metadata") or {}
                 found = meta.get("event_payload") or {}

@@ -96,6 +96,9 @@ def compose_reply(services: Services, text: str, *, user_id: str, channel_id: st
     return ephemeral(blocks)
 
 
+NEEDS_POLYAXON = "it needs Polyaxon, which this bot was started without (POLYAXON_HOST)"
+
+
 def handle_command(services: Services, command: Command, *, user: str, channel: str, delivery_key: str) -> Blocks:
     """The reply blocks for a parsed command; raises CommandError for the user's mistakes."""
     if isinstance(command, HelpCommand):
@@ -112,7 +115,7 @@ def handle_command(services: Services, command: Command, *, user: str, channel: 
             return not_available(command.name, "it needs the scheduler, which this bot was started without")
         return reply_blocks(services.digests.apply(command, channel=channel, user=user))
     if services.runs is None:
-        return not_available(command.name, "it needs Polyaxon, which this bot was started without (POLYAXON_HOST)")
+        return not_available(command.name, NEEDS_POLYAXON)
     runs = services.runs
     if isinstance(command, RunCommand):
         return runs.submit(command, user=user, channel=channel, delivery_key=delivery_key).as_blocks()
@@ -128,7 +131,7 @@ def handle_command(services: Services, command: Command, *, user: str, channel: 
         return runs.compare(command, user=user).as_blocks()
     if isinstance(command, RegisterCommand | TraceCommand):
         if services.registry is None:
-            return not_available(command.name, "it needs Polyaxon, which this bot was started without (POLYAXON_HOST)")
+            return not_available(command.name, NEEDS_POLYAXON)
         if isinstance(command, RegisterCommand):
             return services.registry.register(command, user=user, channel=channel).as_blocks()
         return services.registry.trace(command).as_blocks()

@@ -16,11 +16,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from apscheduler.schedulers.base import BaseScheduler
-from slack_sdk.errors import SlackApiError
 
 from bot.blocks import escape
 from bot.redact import cap_tail, redact
-from bot.runs import INLINE_LOG_BYTES, RunService, transition_metadata
+from bot.runs import INLINE_LOG_BYTES, RunService
 from bot.scheduler import VOLATILE
 from storage import repos
 from storage.models import Run
@@ -239,32 +238,11 @@ class Watcher:
         with self.sessions() as s:
             pending = list(repos.unposted_status_events(s))
         for event, run in pending:
-            event_id = event.id or 0
-            try:
-                # The bot may have died after the post and before recording it: then Slack has it already.
-                ts = self.runs.find_transition_post(run, event_id)
-            except SlackApiError as exc:
-                log.warning(
-                    "watcher: can't read the thread of %s to check for an earlier post (%s; the channels:history "
-                    "scope is needed): posting, which may repeat one",
-                    run.name,
-                    exc.response.get("error"),
-                )
-                ts = None
-            if ts is None:
-                ts = self.runs.post_thread(
-                    run,
-                    f"Status: *{event.status}*",
-                    purpose="transition",
-                    metadata=transition_metadata(event_id, event.status),
-                )
+            # The bot may have died after the post and before noting it: tell_transition reads the thread back.
+            if self.runs.tell_transition(
+                run, event_id=event.id or 0, status=event.status, text=f"Status: *{event.status}*", recovering=True
+            ):
                 stats.recovered_posts += 1
-            with self.sessions() as s:
-                repos.mark_status_event_posted(s, event_id=event_id, ts=ts)
-                if repos.get_posted_message(s, channel=run.channel, ts=ts) is None:
-                    repos.record_posted_message(
-                        s, channel=run.channel, ts=ts, purpose="transition", run_id=run.id, thread_ts=run.thread_ts
-                    )
             self.runs.update_card(run, force=True)
 
 

@@ -257,10 +257,7 @@ def active_approvals(session: Session, *, request_id: int) -> Sequence[Approval]
 
 def create_registration(session: Session, **fields: Any) -> Registration:
     """Insert a registration; raise DuplicateError when model+version exists."""
-    existing = session.exec(
-        select(Registration).where(Registration.model == fields["model"], Registration.version == fields["version"])
-    ).first()
-    if existing is not None:
+    if get_registration(session, model=fields["model"], version=fields["version"]) is not None:
         raise DuplicateError(f"{fields['model']}:{fields['version']} is registered already")
     registration = Registration(**fields)
     session.add(registration)
@@ -279,18 +276,32 @@ def list_approval_requests(
     statuses: Sequence[str] | None = None,
     run_id: int | None = None,
     model: str | None = None,
-    expired_at: datetime | None = None,
+    expires_by: datetime | None = None,
 ) -> Sequence[ApprovalRequest]:
-    """Approval requests, oldest first, filtered by status, run, model and expiry at or before `expired_at`."""
+    """Approval requests, oldest first, filtered by status, run, model and expiry at or before `expires_by`."""
     stmt = select(ApprovalRequest)
-    if expired_at is not None:
-        stmt = stmt.where(col(ApprovalRequest.expires_at).is_not(None), col(ApprovalRequest.expires_at) <= expired_at)
+    if expires_by is not None:
+        stmt = stmt.where(col(ApprovalRequest.expires_at).is_not(None), col(ApprovalRequest.expires_at) <= expires_by)
     if statuses is not None:
         stmt = stmt.where(col(ApprovalRequest.status).in_(list(statuses)))
     if run_id is not None:
         stmt = stmt.where(ApprovalRequest.run_id == run_id)
     if model is not None:
         stmt = stmt.where(ApprovalRequest.model == model)
+    return session.exec(stmt.order_by(col(ApprovalRequest.id))).all()
+
+
+def registration_work(session: Session) -> Sequence[ApprovalRequest]:
+    """One query for the watcher: requests approved or mid-registration, and registered ones not yet told.
+
+    Registered-and-told requests (all of history) are left in the database, so a tick's cost stays flat.
+    """
+    stmt = select(ApprovalRequest).where(
+        or_(
+            col(ApprovalRequest.status).in_(["approved", "registering"]),
+            (col(ApprovalRequest.status) == "registered") & col(ApprovalRequest.recorded_at).is_(None),
+        )
+    )
     return session.exec(stmt.order_by(col(ApprovalRequest.id))).all()
 
 

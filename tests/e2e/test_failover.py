@@ -10,13 +10,12 @@ import pytest
 
 from bot.local.polyaxon import LocalPolyaxonStack
 from bot.local.slack import SlackSender, SlackStandIn
-from storage import repos
 from storage.db import SessionFactory, make_engine
 from storage.leases import lease_holder
 from storage.migrate import upgrade
-from storage.models import Run, utcnow
+from storage.models import utcnow
 from tests.e2e.conftest import ALICE, CHANNEL, SIGNING_SECRET, serve_env
-from tests.e2e.test_restart import ServeProcess
+from tests.e2e.test_restart import ServeProcess, assert_told_once, newest_run
 from tests.fixtures.slack import wait_for
 
 pytestmark = [pytest.mark.polyaxon, pytest.mark.trainer, pytest.mark.postgres]
@@ -51,27 +50,17 @@ def test_the_other_replica_takes_over_the_watcher_when_the_holder_is_killed(
         sent = sender.slash_command("run recipe=sft-tiny max_steps=60", user_id=ALICE, channel_id=CHANNEL)
         assert sent.status == 200
 
-        def run() -> Run | None:
-            with sessions() as s:
-                runs = repos.list_recent_runs(s, limit=1)
-            return runs[0] if runs else None
-
-        wait_for(lambda: (r := run()) is not None and r.status == "running", timeout=120, interval=0.3)
+        wait_for(lambda: (r := newest_run(sessions)) is not None and r.status == "running", timeout=120, interval=0.3)
         leader.kill9()
         killed_at = time.monotonic()
         # Bounded hand-over: the lease's ttl plus a tick (generous bound for a loaded 2-core CI machine).
         wait_for(lambda: holder_pid() == follower.proc.pid, timeout=LEASE_TTL_S + 20, interval=0.2)
         print(f"watcher taken over {time.monotonic() - killed_at:.1f} s after SIGKILL (lease ttl {LEASE_TTL_S} s)")
-        final = wait_for(lambda: (r := run()) is not None and r.status == "succeeded" and r, timeout=240, interval=0.5)
+        final = wait_for(
+            lambda: (r := newest_run(sessions)) is not None and r.status == "succeeded" and r, timeout=240, interval=0.5
+        )
         assert holder_pid() == follower.proc.pid, "the surviving replica holds the watcher lease"
-        assert final.card_ts is not None
-        thread = [str(m.get("text")) for m in standin.replies(CHANNEL, final.card_ts)]
-        assert sum("Status: *running*" in t for t in thread) == 1, thread
-        assert sum("*succeeded*" in t for t in thread) == 1, thread
-        assert len(standin.messages(CHANNEL)) == 1
-        with sessions() as s:
-            events = [e.status for e in repos.list_status_events(s, run_id=final.id or 0)]
-        assert len(events) == len(set(events)), events
+        assert_told_once(standin, sessions, final)
     finally:
         first.stop()
         second.stop()

@@ -142,6 +142,14 @@ def settle(bot: LiveBot, seconds: float = 1.5) -> None:
     time.sleep(seconds)
 
 
+def expire_now(bot: LiveBot, request: ApprovalRequest) -> None:
+    """Move the request's expiry into the past, as if its TTL had run out."""
+    with bot.runtime.services.sessions() as s:
+        row = repos.get_approval_request(s, request_id=request.id or 0)
+        assert row is not None and row.expires_at is not None
+        repos.update_approval_request(s, row, expires_at=row.created_at - timedelta(minutes=1))
+
+
 # --- tests --------------------------------------------------------------------------------------
 
 
@@ -347,10 +355,7 @@ def test_duplicate_deliveries_of_one_approval_count_once(
 
 def test_expired_request_is_ignored(live_bot: LiveBot, tiny_run: Run, registry: RegistrationService) -> None:
     request = ask(live_bot, tiny_run, "reg-expired")
-    with live_bot.runtime.services.sessions() as s:
-        row = repos.get_approval_request(s, request_id=request.id or 0)
-        assert row is not None and row.expires_at is not None
-        repos.update_approval_request(s, row, expires_at=row.created_at - timedelta(minutes=1))
+    expire_now(live_bot, request)
     react(live_bot, BOB, request.message_ts or "")
     status_of(live_bot, request, {"expired"})
     assert wait_for(lambda: notices(live_bot, tiny_run, "this request has expired"))
@@ -364,10 +369,7 @@ def test_an_expired_request_is_closed_by_the_watcher_without_any_reaction(
     live_bot: LiveBot, tiny_run: Run, registry: RegistrationService
 ) -> None:
     request = ask(live_bot, tiny_run, "reg-lapsed")
-    with live_bot.runtime.services.sessions() as s:
-        row = repos.get_approval_request(s, request_id=request.id or 0)
-        assert row is not None and row.expires_at is not None
-        repos.update_approval_request(s, row, expires_at=row.created_at - timedelta(minutes=1))
+    expire_now(live_bot, request)
     status_of(live_bot, request, {"expired"}, timeout=30)
     assert wait_for(lambda: notices(live_bot, tiny_run, "`reg-lapsed` expired unapproved"))
 

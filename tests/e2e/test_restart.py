@@ -76,6 +76,26 @@ class ServeProcess:
                 self.proc.kill()
 
 
+def newest_run(sessions: SessionFactory) -> Run | None:
+    """The newest run in the bot's database."""
+    with sessions() as s:
+        runs = repos.list_recent_runs(s, limit=1)
+    return runs[0] if runs else None
+
+
+def assert_told_once(standin: SlackStandIn, sessions: SessionFactory, run: Run) -> None:
+    """One card, edited to succeeded; each transition recorded once and told once in its thread."""
+    assert run.card_ts is not None
+    thread = [str(m.get("text")) for m in standin.replies(CHANNEL, run.card_ts)]
+    assert sum("Status: *running*" in t for t in thread) == 1, thread
+    assert sum("*succeeded*" in t for t in thread) == 1, thread
+    assert len(standin.messages(CHANNEL)) == 1, "still one card for the run"
+    assert "succeeded" in str(standin.message(CHANNEL, run.card_ts).get("blocks"))
+    with sessions() as s:
+        events = [e.status for e in repos.list_status_events(s, run_id=run.id or 0)]
+    assert len(events) == len(set(events)), events
+
+
 @pytest.fixture
 def standin() -> Iterator[SlackStandIn]:
     s = SlackStandIn().start()
@@ -96,25 +116,14 @@ def test_kill_9_mid_run_then_restart_loses_and_repeats_nothing(
         sender = SlackSender(bot.start(), SIGNING_SECRET, standin=standin)
         assert sender.slash_command("run recipe=sft-tiny max_steps=60", user_id=ALICE, channel_id=CHANNEL).status == 200
 
-        def run() -> Run | None:
-            with sessions() as s:
-                runs = repos.list_recent_runs(s, limit=1)
-            return runs[0] if runs else None
-
-        wait_for(lambda: (r := run()) is not None and r.status == "running", timeout=120, interval=0.3)
+        wait_for(lambda: (r := newest_run(sessions)) is not None and r.status == "running", timeout=120, interval=0.3)
         bot.kill9()  # mid-run: no shutdown code of the bot runs
         # The run goes on in Polyaxon while the bot is down.
         sender = SlackSender(bot.start(), SIGNING_SECRET, standin=standin)
-        final = wait_for(lambda: (r := run()) is not None and r.status == "succeeded" and r, timeout=240, interval=0.5)
-        assert final.card_ts is not None
-        thread = [str(m.get("text")) for m in standin.replies(CHANNEL, final.card_ts)]
-        assert sum("Status: *running*" in t for t in thread) == 1, thread
-        assert sum("*succeeded*" in t for t in thread) == 1, thread
-        assert len(standin.messages(CHANNEL)) == 1, "still one card for the run"
-        assert "succeeded" in str(standin.message(CHANNEL, final.card_ts).get("blocks"))
-        with sessions() as s:
-            events = [e.status for e in repos.list_status_events(s, run_id=final.id or 0)]
-        assert len(events) == len(set(events)), events
+        final = wait_for(
+            lambda: (r := newest_run(sessions)) is not None and r.status == "succeeded" and r, timeout=240, interval=0.5
+        )
+        assert_told_once(standin, sessions, final)
     finally:
         bot.stop()
         engine.dispose()

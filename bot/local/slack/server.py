@@ -502,7 +502,7 @@ class SlackStandIn:
             thread_ts=args.get("thread_ts"),
             metadata=_maybe_json(args.get("metadata")),
         )
-        if msg.get("thread_ts") and str(args.get("reply_broadcast")).lower() in ("true", "1"):
+        if msg.get("thread_ts") and _flag(args.get("reply_broadcast")):
             # "Also send to channel": one message, in the thread and in the channel's history.
             msg["subtype"] = "thread_broadcast"
         return {"channel": ch.id, "ts": msg["ts"], "message": copy.deepcopy(msg)}
@@ -581,7 +581,7 @@ class SlackStandIn:
             raise ApiError("thread_not_found") from err
         root = parent["ts"] if _is_top_level(parent) else parent["thread_ts"]
         thread = copy.deepcopy([m for m in ch.messages if m["ts"] == root or m.get("thread_ts") == root])
-        if str(args.get("include_all_metadata")).lower() not in ("true", "1"):
+        if not _flag(args.get("include_all_metadata")):
             # Slack returns message metadata only when asked for it.
             for message in thread:
                 message.pop("metadata", None)
@@ -654,6 +654,11 @@ class SlackStandIn:
 
 def _is_top_level(msg: dict[str, Any]) -> bool:
     return msg.get("thread_ts") in (None, msg["ts"])
+
+
+def _flag(value: Any) -> bool:
+    """A boolean argument as Slack takes it (true/1, JSON or form-encoded)."""
+    return str(value).lower() in ("true", "1")
 
 
 def _maybe_json(value: Any) -> Any:
