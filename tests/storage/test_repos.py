@@ -8,9 +8,10 @@ import pytest
 
 from storage import repos
 from storage.db import SessionFactory
+from storage.models import Run
 
 
-def _run(s: object, **overrides: object) -> repos.Run:
+def _run(s: object, **overrides: object) -> Run:
     fields: dict[str, object] = {
         "name": "sft-tiny-a1b2c3",
         "polyaxon_uuid": "0123456789abcdef0123456789abcdef",

@@ -1,0 +1,111 @@
+"""Digests: channels' schedules, the claimed slots and posts, and the queries a digest is composed from."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlmodel import Session, col, func, or_, select
+
+from storage.models import Approval, ApprovalRequest, DigestPost, DigestSchedule, Run, utcnow
+from storage.repos.common import dialect_insert
+from storage.repos.runs import ACTIVE_STATUSES
+
+
+def upsert_digest_schedule(
+    session: Session, *, channel: str, cron: str, timezone: str, created_by: str
+) -> DigestSchedule:
+    """Create or replace a channel's digest schedule."""
+    schedule = session.exec(select(DigestSchedule).where(DigestSchedule.channel == channel)).first()
+    if schedule is None:
+        schedule = DigestSchedule(channel=channel, cron=cron, timezone=timezone, created_by=created_by)
+    else:
+        schedule.cron, schedule.timezone, schedule.created_by = cron, timezone, created_by
+    session.add(schedule)
+    session.flush()
+    return schedule
+
+
+def delete_digest_schedule(session: Session, *, channel: str) -> bool:
+    """Remove a channel's digest schedule; False when it had none."""
+    schedule = session.exec(select(DigestSchedule).where(DigestSchedule.channel == channel)).first()
+    if schedule is None:
+        return False
+    session.delete(schedule)
+    session.flush()
+    return True
+
+
+def list_digest_schedules(session: Session) -> Sequence[DigestSchedule]:
+    """Every channel's digest schedule."""
+    return session.exec(select(DigestSchedule).order_by(col(DigestSchedule.channel))).all()
+
+
+def claim_digest_slot(session: Session, *, channel: str, slot_at: datetime, kind: str) -> int | None:
+    """Claim a channel's digest slot; the claim's id, or None when another process claimed it first."""
+    values = {"channel": channel, "slot_at": slot_at, "kind": kind, "claimed_at": utcnow(), "late": False}
+    table = DigestPost.__table__  # type: ignore[attr-defined]
+    stmt = dialect_insert(session, table).values(**values).on_conflict_do_nothing(index_elements=["channel", "slot_at"])
+    claimed = session.execute(stmt.returning(table.c.id)).scalar_one_or_none()
+    session.commit()
+    return int(claimed) if claimed is not None else None
+
+
+def complete_digest_post(session: Session, *, post_id: int, message_ts: str, late: bool) -> None:
+    """Record that the claimed digest was posted."""
+    post = session.get(DigestPost, post_id)
+    if post is None:
+        raise LookupError(f"digest claim {post_id} does not exist")
+    post.message_ts, post.late, post.posted_at = message_ts, late, utcnow()
+    session.add(post)
+    schedule = session.exec(select(DigestSchedule).where(DigestSchedule.channel == post.channel)).first()
+    if schedule is not None and post.kind == "scheduled":
+        schedule.last_posted_at = post.posted_at
+        session.add(schedule)
+    session.flush()
+
+
+def release_digest_slot(session: Session, *, post_id: int) -> None:
+    """Give a claim back after the post failed, so that a retry may claim it again."""
+    post = session.get(DigestPost, post_id)
+    if post is not None and post.posted_at is None:
+        session.delete(post)
+        session.flush()
+
+
+def last_digest_at(session: Session, *, channel: str) -> datetime | None:
+    """When the channel's last digest was posted (scheduled or on demand)."""
+    return session.exec(select(func.max(DigestPost.posted_at)).where(DigestPost.channel == channel)).one()
+
+
+def digest_runs(session: Session, *, channel: str, since: datetime) -> Sequence[Run]:
+    """One query: the channel's runs that finished or were created since `since`, and its stuck runs."""
+    stmt = select(Run).where(
+        Run.channel == channel,
+        or_(
+            col(Run.finished_at) >= since,
+            col(Run.created_at) >= since,
+            col(Run.stuck_flagged_at).is_not(None) & col(Run.status).in_(ACTIVE_STATUSES),
+        ),
+    )
+    return session.exec(stmt.order_by(col(Run.id))).all()
+
+
+def open_approval_requests(session: Session, *, channel: str) -> Sequence[tuple[ApprovalRequest, Run, list[str]]]:
+    """Two queries: the channel's open approval requests with their run and the users who approved so far."""
+    rows = session.exec(
+        select(ApprovalRequest, Run)
+        .join(Run, col(Run.id) == col(ApprovalRequest.run_id))
+        .where(ApprovalRequest.channel == channel, ApprovalRequest.status == "open")
+        .order_by(col(ApprovalRequest.created_at))
+    ).all()
+    ids = [req.id for req, _ in rows]
+    approvers: dict[int, list[str]] = {}
+    if ids:
+        for approval in session.exec(
+            select(Approval)
+            .where(col(Approval.request_id).in_(ids), col(Approval.revoked_at).is_(None))
+            .order_by(col(Approval.id))
+        ).all():
+            approvers.setdefault(approval.request_id, []).append(approval.user)
+    return [(req, run, approvers.get(req.id or 0, [])) for req, run in rows]

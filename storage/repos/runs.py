@@ -1,0 +1,130 @@
+"""Runs and their status transitions, and which statuses count as active or terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement
+from sqlmodel import Session, col, or_, select
+
+from storage.models import Run, StatusEvent, utcnow
+from storage.repos.common import DuplicateError
+
+ACTIVE_STATUSES = frozenset(
+    {
+        "planned",
+        "submitting",
+        "pending_submit",
+        "created",
+        "compiled",
+        "queued",
+        "scheduled",
+        "starting",
+        "running",
+        "processing",
+        "retrying",
+        "warning",
+        "unschedulable",
+        "on_schedule",
+        "stopping",
+        "resuming",
+    }
+)
+TERMINAL_STATUSES = frozenset({"succeeded", "failed", "stopped", "skipped", "upstream_failed", "done", "submit_failed"})
+
+
+def create_run(session: Session, **fields: Any) -> Run:
+    """Insert a run; raise DuplicateError when its name (the idempotency key) exists."""
+    if get_run_by_name(session, name=fields["name"]) is not None:
+        raise DuplicateError(f"run {fields['name']!r} exists already")
+    run = Run(**fields)
+    session.add(run)
+    session.flush()
+    return run
+
+
+def get_run(session: Session, *, run_id: int) -> Run | None:
+    """The run with this database id."""
+    return session.get(Run, run_id)
+
+
+def get_run_by_name(session: Session, *, name: str) -> Run | None:
+    """The run with this name (idempotency key)."""
+    return session.exec(select(Run).where(Run.name == name)).first()
+
+
+def find_runs(session: Session, *, ref: str) -> Sequence[Run]:
+    """Runs matching a user's reference: full uuid, its first 8 characters, or a run name."""
+    ref = ref.strip()
+    conditions: list[ColumnElement[bool]] = [col(Run.name) == ref, col(Run.polyaxon_uuid) == ref]
+    if len(ref) == 8:
+        conditions.append(col(Run.polyaxon_uuid).startswith(ref))
+    return session.exec(select(Run).where(or_(*conditions)).order_by(col(Run.id))).all()
+
+
+def list_active_runs(session: Session, *, requester: str | None = None) -> Sequence[Run]:
+    """Runs not yet in a terminal state, optionally only one requester's."""
+    stmt = select(Run).where(col(Run.status).in_(ACTIVE_STATUSES))
+    if requester is not None:
+        stmt = stmt.where(Run.requester == requester)
+    return session.exec(stmt.order_by(col(Run.id))).all()
+
+
+def list_recent_runs(session: Session, *, limit: int = 100) -> Sequence[Run]:
+    """The newest runs, newest first."""
+    return session.exec(select(Run).order_by(col(Run.id).desc()).limit(limit)).all()
+
+
+def update_run(session: Session, run: Run, **fields: Any) -> Run:
+    """Set fields on a run and bump updated_at."""
+    for key, value in fields.items():
+        setattr(run, key, value)
+    run.updated_at = utcnow()
+    session.add(run)
+    session.flush()
+    return run
+
+
+def record_status(
+    session: Session, run: Run, *, status: str, message: str | None = None, at: datetime | None = None
+) -> StatusEvent | None:
+    """Store a transition and set the run's status; None when the run already has that status."""
+    if run.status == status:
+        return None
+    event = StatusEvent(
+        run_id=run.id or 0, status=status, previous_status=run.status, message=message, observed_at=at or utcnow()
+    )
+    run.status = status
+    run.updated_at = utcnow()
+    if status in TERMINAL_STATUSES and run.finished_at is None:
+        run.finished_at = event.observed_at
+    session.add(run)
+    session.add(event)
+    session.flush()
+    return event
+
+
+def list_status_events(session: Session, *, run_id: int) -> Sequence[StatusEvent]:
+    """A run's transitions, oldest first."""
+    return session.exec(select(StatusEvent).where(StatusEvent.run_id == run_id).order_by(col(StatusEvent.id))).all()
+
+
+def unposted_status_events(session: Session) -> Sequence[tuple[StatusEvent, Run]]:
+    """Transitions recorded but not yet told in their run's thread (a crash between the two)."""
+    return session.exec(
+        select(StatusEvent, Run)
+        .join(Run, col(Run.id) == col(StatusEvent.run_id))
+        .where(col(StatusEvent.posted_ts).is_(None), col(Run.thread_ts).is_not(None))
+        .order_by(col(StatusEvent.id))
+    ).all()
+
+
+def mark_status_event_posted(session: Session, *, event_id: int, ts: str) -> None:
+    """Remember the thread message that told a transition."""
+    event = session.get(StatusEvent, event_id)
+    if event is not None:
+        event.posted_ts = ts
+        session.add(event)
+        session.flush()
