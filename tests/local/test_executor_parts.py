@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 from bot.local.polyaxon.config import AgentSettings, LocalConnection, StackLayout
-from bot.local.polyaxon.executor import mirror_tree, write_shims
 from bot.local.polyaxon.procs import kill_recorded_group, start_ticks
+from bot.local.polyaxon.steps.init import write_shims
+from bot.local.polyaxon.steps.sync import mirror_tree
 
 
 def test_mirror_copies_new_and_changed_files_only(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from bot.local.slack.server import APP_ID, BOT_USER_ID, DEFAULT_CHANNEL, TEAM_DOMAIN, TEAM_ID, SlackStandIn
+from bot.local.slack.server import SlackStandIn
+from bot.local.slack.state import APP_ID, BOT_USER_ID, DEFAULT_CHANNEL, TEAM_DOMAIN, TEAM_ID
 
 DEFAULT_USER = "U0ALICE01"
 

@@ -1,0 +1,58 @@
+"""One run as the local executor holds it, and where its files live."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from polyaxon._local_process import process_types
+
+from bot.local.polyaxon.config import StackLayout
+
+
+@dataclass
+class Job:
+    """A run's containers (init steps, then the main one) and the live state of its processes."""
+
+    owner: str
+    project: str
+    uuid: str
+    containers: list[process_types.V1Container]
+    thread: threading.Thread | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    stop_requested: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=20))
+    log_lock: threading.Lock = field(default_factory=threading.Lock)
+    readers: list[threading.Thread] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class JobPaths:
+    """The folders and files of one run."""
+
+    store_run: Path  # the run's folder in the artifacts store
+    context_run: Path  # where the job writes its artifacts, mirrored into store_run
+    home: Path  # a clean HOME, removed when the run ends
+    log: Path  # JSON-lines logs, in the store only
+    record: Path  # the live process group, so nothing outlives the stack
+
+    @classmethod
+    def of(cls, layout: StackLayout, uuid: str) -> JobPaths:
+        """The paths of run `uuid` in a stack's layout."""
+        store_run = layout.store / uuid
+        return cls(
+            store_run=store_run,
+            context_run=layout.context_root / "artifacts" / uuid,
+            home=layout.homes / uuid,
+            log=store_run / "plxlogs" / "logs.jsonl",
+            record=layout.jobs / f"{uuid}.json",
+        )
+
+    def make(self) -> None:
+        """Create the folders the run writes into."""
+        for folder in (self.log.parent, self.context_run / "outputs", self.home):
+            folder.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,64 @@
+"""The `conversations.*` family: history, replies, info."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from bot.local.slack.state import BOT_USER_ID, ApiError, ApiMethod, Channel, Workspace, flag, is_top_level
+
+
+def channel_json(ws: Workspace, ch: Channel) -> dict[str, Any]:
+    """A channel as conversations.info describes it to the bot."""
+    return {
+        "id": ch.id,
+        "name": ch.name,
+        "is_channel": not ch.is_private,
+        "is_group": ch.is_private,
+        "is_private": ch.is_private,
+        "is_member": BOT_USER_ID in ch.members,
+        "is_archived": False,
+        "num_members": len(ch.members),
+        "context_team_id": ws.team_id,
+    }
+
+
+def history(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
+    """conversations.history: top-level messages, newest first, one page."""
+    ch = ws.channel(args.get("channel"))
+    limit = int(args.get("limit") or 100)
+    top = [m for m in ch.messages if is_top_level(m)]
+    top.reverse()
+    return {
+        "messages": copy.deepcopy(top[:limit]),
+        "has_more": len(top) > limit,
+        "response_metadata": {"next_cursor": ""},
+    }
+
+
+def replies(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
+    """conversations.replies: a thread, parent first, from the ts of any message in it."""
+    ch = ws.channel(args.get("channel"))
+    try:
+        parent = ch.find(args.get("ts"))
+    except ApiError as err:
+        raise ApiError("thread_not_found") from err
+    root = parent["ts"] if is_top_level(parent) else parent["thread_ts"]
+    thread = copy.deepcopy([m for m in ch.messages if m["ts"] == root or m.get("thread_ts") == root])
+    if not flag(args.get("include_all_metadata")):
+        # Slack returns message metadata only when asked for it.
+        for message in thread:
+            message.pop("metadata", None)
+    return {"messages": thread, "has_more": False, "response_metadata": {"next_cursor": ""}}
+
+
+def info(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
+    """conversations.info."""
+    return {"channel": channel_json(ws, ws.channel(args.get("channel")))}
+
+
+METHODS: dict[str, ApiMethod] = {
+    "conversations.history": history,
+    "conversations.replies": replies,
+    "conversations.info": info,
+}
