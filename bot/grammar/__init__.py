@@ -1,0 +1,48 @@
+"""The `/finetune` command language: text in, a typed command or a `CommandError` out.
+
+Pure: no Slack, no Polyaxon, no catalog. The parser knows the grammar of DESIGN.md and the
+static list of cluster keys; which recipe keys exist, their types and bounds, and the recipe
+and preset names are the catalog's business (`bot.catalog.PlanError`).
+
+Each subcommand family keeps its command model and its parser side by side (`run`, `lifecycle`,
+`registration`, `digest`, `help`); `lexing` holds what they share, `keys` the cluster and pinned
+key lists, and `parser` ties them together.
+"""
+
+from bot.grammar.digest import DigestCommand
+from bot.grammar.help import HelpCommand, PresetsCommand, RecipesCommand
+from bot.grammar.keys import CLUSTER_KEYS, PINNED_KEYS, cluster_key_hint, is_cluster_key, normalize_key
+from bot.grammar.lexing import CommandError, Scalar, closest, did_you_mean, is_plain_value, parse_scalar
+from bot.grammar.lifecycle import CompareCommand, LogsCommand, ResumeCommand, StatusCommand, StopCommand
+from bot.grammar.parser import SUBCOMMANDS, Command, parse_command
+from bot.grammar.registration import RegisterCommand, TraceCommand
+from bot.grammar.run import RunCommand
+
+__all__ = [
+    "CLUSTER_KEYS",
+    "PINNED_KEYS",
+    "SUBCOMMANDS",
+    "Command",
+    "CommandError",
+    "CompareCommand",
+    "DigestCommand",
+    "HelpCommand",
+    "LogsCommand",
+    "PresetsCommand",
+    "RecipesCommand",
+    "RegisterCommand",
+    "ResumeCommand",
+    "RunCommand",
+    "Scalar",
+    "StatusCommand",
+    "StopCommand",
+    "TraceCommand",
+    "closest",
+    "cluster_key_hint",
+    "did_you_mean",
+    "is_cluster_key",
+    "is_plain_value",
+    "normalize_key",
+    "parse_command",
+    "parse_scalar",
+]

@@ -1,0 +1,187 @@
+"""What every subcommand's parser shares: the error, the scalar type, splitting and the common checks."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shlex
+
+from pydantic import BaseModel, ConfigDict
+
+Scalar = str | int | float | bool
+
+MAX_TEXT = 2000
+MAX_VALUE = 200
+
+_SMART_QUOTES = str.maketrans(
+    {
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u201e": '"',
+        "\u201f": '"',
+        "\u2033": '"',
+        "\u00ab": '"',
+        "\u00bb": '"',
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201a": "'",
+        "\u201b": "'",
+        "\u2032": "'",
+        "\u00a0": " ",
+        "\u2007": " ",
+        "\u202f": " ",
+        "\u2014": "--",  # Slack (macOS) turns `--dry-run` into an em dash.
+        "\u2013": "--",
+    }
+)
+
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+_RUN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_INT_RE = re.compile(r"^[+-]?[0-9]{1,18}$")
+_FLOAT_RE = re.compile(r"^[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]{1,3})?$")
+# A string value is one plain scalar: it may not open YAML structure, a Jinja/Polyaxon template,
+# a shell construct or a second command-line flag. The first character is alphanumeric or a
+# path start; the rest are drawn from a small set. Spaces are allowed (space-separated module
+# lists) but `: ` and ` #` are refused because YAML would read them as a mapping or a comment.
+_STR_VALUE_RE = re.compile(r"^[A-Za-z0-9./][A-Za-z0-9 ._/@+,:=-]*$")
+
+
+class CommandError(Exception):
+    """A user error in a command: says what is wrong and the closest valid names."""
+
+    # The message is plain text, escaped when shown; a subclass whose messages the bot writes in Slack
+    # markup (mentions such as <@U…>) sets this, and must escape any user text it puts in.
+    mrkdwn = False
+
+    def __init__(self, message: str, *, suggestions: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.suggestions: list[str] = list(suggestions or [])
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class _Command(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def closest(word: str, options: list[str] | tuple[str, ...], n: int = 3) -> list[str]:
+    """The valid names closest to `word`, best first (may be empty)."""
+    # dict.fromkeys: an option listed twice (a key and its input name alike) is suggested once.
+    return difflib.get_close_matches(word, list(dict.fromkeys(options)), n=n, cutoff=0.6)
+
+
+def did_you_mean(suggestions: list[str]) -> str:
+    """`; did you mean a?` / `; did you mean a or b?`, or an empty string."""
+    if not suggestions:
+        return ""
+    return "; did you mean " + " or ".join(suggestions) + "?"
+
+
+def is_plain_value(text: str) -> bool:
+    """True when `text` is one plain scalar that cannot open YAML, a template, a shell construct or a flag."""
+    if len(text) > MAX_VALUE or "{{" in text or "{%" in text or "}}" in text or ": " in text or " #" in text:
+        return False
+    return bool(_STR_VALUE_RE.match(text))
+
+
+def parse_scalar(raw: str) -> Scalar:
+    """Type a command-line value: bool, int, float or a safe plain string."""
+    if len(raw) > MAX_VALUE:
+        raise CommandError(f"value is too long ({len(raw)} characters, at most {MAX_VALUE})")
+    lowered = raw.lower()
+    if lowered in {"true", "yes", "on"}:
+        return True
+    if lowered in {"false", "no", "off"}:
+        return False
+    if _INT_RE.match(raw):
+        return int(raw)
+    if _FLOAT_RE.match(raw):
+        return float(raw)
+    if not raw:
+        raise CommandError("empty value")
+    if not is_plain_value(raw):
+        raise CommandError(
+            f"value {raw!r} is not a plain value: use letters, digits and . _ / @ + , : = - "
+            "(no quotes, braces, brackets, templates or shell characters)"
+        )
+    return raw
+
+
+def _split(text: str) -> list[str]:
+    normalized = text.translate(_SMART_QUOTES).replace("\r", " ").replace("\n", " ").replace("\t", " ")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in normalized):
+        raise CommandError("the command contains control characters")
+    try:
+        return shlex.split(normalized, comments=False, posix=True)
+    except ValueError as exc:
+        raise CommandError(f"could not read the command: {exc} (check your quotes)") from exc
+
+
+def _key_values(tokens: list[str], subcommand: str) -> tuple[list[str], dict[str, str]]:
+    """Split tokens into positional words and `key=value` pairs; refuse duplicate keys."""
+    positional: list[str] = []
+    pairs: dict[str, str] = {}
+    for token in tokens:
+        if "=" in token and not token.startswith("-"):
+            key, _, value = token.partition("=")
+            if not key:
+                raise CommandError(f"{token!r}: a value without a key (write KEY=VALUE)")
+            if key in pairs:
+                raise CommandError(f"{key} is given twice in `{subcommand}`; give each key once")
+            pairs[key] = value
+        else:
+            positional.append(token)
+    return positional, pairs
+
+
+def _flags(positional: list[str], allowed: tuple[str, ...], subcommand: str) -> tuple[list[str], set[str]]:
+    words: list[str] = []
+    flags: set[str] = set()
+    for word in positional:
+        if word.startswith("-"):
+            flag = word.lstrip("-")
+            spelled = "--" + flag
+            if spelled not in allowed:
+                options = [a.lstrip("-") for a in allowed]
+                hint = did_you_mean(["--" + s for s in closest(flag, options)])
+                valid = ", ".join(allowed) if allowed else "none"
+                raise CommandError(
+                    f"unknown flag {word!r} for `{subcommand}`{hint} (flags: {valid})",
+                    suggestions=["--" + s for s in closest(flag, options)],
+                )
+            if spelled in flags:
+                raise CommandError(f"{spelled} is given twice")
+            flags.add(spelled)
+        else:
+            words.append(word)
+    return words, flags
+
+
+def _only_keys(pairs: dict[str, str], allowed: tuple[str, ...], subcommand: str) -> None:
+    for key in pairs:
+        if key not in allowed:
+            suggestions = closest(key, allowed)
+            valid = ", ".join(f"{a}=" for a in allowed) if allowed else "none"
+            raise CommandError(
+                f"unknown option {key!r} for `{subcommand}`{did_you_mean(suggestions)} (options: {valid})",
+                suggestions=suggestions,
+            )
+
+
+def _run_ref(word: str) -> str:
+    if not _RUN_RE.match(word):
+        raise CommandError(f"{word!r} is not a run: give a run uuid, its first 8 characters, or a run name")
+    return word
+
+
+def _no_extra(words: list[str], subcommand: str, usage: str) -> None:
+    if words:
+        raise CommandError(f"unexpected {' '.join(words)!r} after `{subcommand}`; usage: {usage}")
+
+
+def _slug(value: str, what: str) -> str:
+    if not _NAME_RE.match(value):
+        raise CommandError(f"{what} {value!r} is not a name (lower-case letters, digits and -)")
+    return value

@@ -1,0 +1,134 @@
+"""A run's lifecycle after submission: `status`, `logs`, `compare`, `stop` and `resume`."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from bot.grammar.lexing import (
+    _INT_RE,
+    CommandError,
+    _Command,
+    _flags,
+    _key_values,
+    _no_extra,
+    _only_keys,
+    _run_ref,
+)
+
+MAX_LOG_LINES = 1000
+MAX_COMPARE = 10
+
+_METRIC_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_./-]{0,127}$")
+_CHECKPOINT_RE = re.compile(r"^(latest|step-[0-9]{1,12})$")
+
+
+class StatusCommand(_Command):
+    """`status [RUN]`."""
+
+    name: Literal["status"] = "status"
+    run: str | None = None
+
+
+class LogsCommand(_Command):
+    """`logs RUN [lines=N]`."""
+
+    name: Literal["logs"] = "logs"
+    run: str
+    lines: int = 50
+
+
+class CompareCommand(_Command):
+    """`compare RUN RUN… [metric=NAME] [--exploratory]`."""
+
+    name: Literal["compare"] = "compare"
+    runs: list[str]
+    metric: str | None = None
+    exploratory: bool = False
+
+
+class StopCommand(_Command):
+    """`stop RUN`."""
+
+    name: Literal["stop"] = "stop"
+    run: str
+
+
+class ResumeCommand(_Command):
+    """`resume RUN [checkpoint=latest|step-N]`."""
+
+    name: Literal["resume"] = "resume"
+    run: str
+    checkpoint: str = "latest"
+
+
+def _parse_status(tokens: list[str]) -> StatusCommand:
+    positional, pairs = _key_values(tokens, "status")
+    _only_keys(pairs, (), "status")
+    words, _ = _flags(positional, (), "status")
+    if len(words) > 1:
+        _no_extra(words[1:], "status RUN", "status [RUN]")
+    return StatusCommand(run=_run_ref(words[0]) if words else None)
+
+
+def _parse_logs(tokens: list[str]) -> LogsCommand:
+    usage = "logs RUN [lines=N]"
+    positional, pairs = _key_values(tokens, "logs")
+    _only_keys(pairs, ("lines",), "logs")
+    words, _ = _flags(positional, (), "logs")
+    if not words:
+        raise CommandError(f"`logs` needs a RUN; usage: {usage}")
+    _no_extra(words[1:], "logs RUN", usage)
+    lines = 50
+    if "lines" in pairs:
+        raw = pairs["lines"]
+        if not _INT_RE.match(raw):
+            raise CommandError(f"lines={raw!r}: expected a whole number 1..{MAX_LOG_LINES}")
+        lines = int(raw)
+        if not 1 <= lines <= MAX_LOG_LINES:
+            raise CommandError(f"lines={lines} is out of bounds: 1..{MAX_LOG_LINES}")
+    return LogsCommand(run=_run_ref(words[0]), lines=lines)
+
+
+def _parse_compare(tokens: list[str]) -> CompareCommand:
+    usage = "compare RUN [RUN…] [metric=NAME] [--exploratory]"
+    positional, pairs = _key_values(tokens, "compare")
+    _only_keys(pairs, ("metric",), "compare")
+    words, flags = _flags(positional, ("--exploratory",), "compare")
+    runs = [_run_ref(word) for word in words]
+    if not runs:
+        # One run alone is compared with its recipe's recent runs on the same eval contract (the card's button).
+        raise CommandError(f"`compare` needs a run (or several); usage: {usage}")
+    if len(runs) > MAX_COMPARE:
+        raise CommandError(f"`compare` takes at most {MAX_COMPARE} runs")
+    duplicates = sorted({run for run in runs if runs.count(run) > 1})
+    if duplicates:
+        raise CommandError(f"run {duplicates[0]} is listed twice")
+    metric = pairs.get("metric")
+    if metric is not None and not _METRIC_RE.match(metric):
+        raise CommandError(f"metric={metric!r} is not a metric name")
+    return CompareCommand(runs=runs, metric=metric, exploratory="--exploratory" in flags)
+
+
+def _parse_stop(tokens: list[str]) -> StopCommand:
+    positional, pairs = _key_values(tokens, "stop")
+    _only_keys(pairs, (), "stop")
+    words, _ = _flags(positional, (), "stop")
+    if not words:
+        raise CommandError("`stop` needs a RUN; usage: stop RUN")
+    _no_extra(words[1:], "stop RUN", "stop RUN")
+    return StopCommand(run=_run_ref(words[0]))
+
+
+def _parse_resume(tokens: list[str]) -> ResumeCommand:
+    usage = "resume RUN [checkpoint=latest|step-N]"
+    positional, pairs = _key_values(tokens, "resume")
+    _only_keys(pairs, ("checkpoint",), "resume")
+    words, _ = _flags(positional, (), "resume")
+    if not words:
+        raise CommandError(f"`resume` needs a RUN; usage: {usage}")
+    _no_extra(words[1:], "resume RUN", usage)
+    checkpoint = pairs.get("checkpoint", "latest")
+    if not _CHECKPOINT_RE.match(checkpoint):
+        raise CommandError(f"checkpoint={checkpoint!r}: expected latest or step-N (e.g. step-500)")
+    return ResumeCommand(run=_run_ref(words[0]), checkpoint=checkpoint)

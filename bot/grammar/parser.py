@@ -1,0 +1,86 @@
+"""The whole command line: which subcommand it names, then that subcommand's own parser."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+from pydantic import Field
+
+from bot.grammar.digest import DigestCommand, _parse_digest
+from bot.grammar.help import HelpCommand, PresetsCommand, RecipesCommand, _parse_help, _parse_presets, _parse_recipes
+from bot.grammar.lexing import MAX_TEXT, CommandError, _split, closest, did_you_mean
+from bot.grammar.lifecycle import (
+    CompareCommand,
+    LogsCommand,
+    ResumeCommand,
+    StatusCommand,
+    StopCommand,
+    _parse_compare,
+    _parse_logs,
+    _parse_resume,
+    _parse_status,
+    _parse_stop,
+)
+from bot.grammar.registration import RegisterCommand, TraceCommand, _parse_register, _parse_trace
+from bot.grammar.run import RunCommand, _parse_run
+
+Command = Annotated[
+    RunCommand
+    | StatusCommand
+    | LogsCommand
+    | CompareCommand
+    | StopCommand
+    | ResumeCommand
+    | RegisterCommand
+    | RecipesCommand
+    | PresetsCommand
+    | DigestCommand
+    | TraceCommand
+    | HelpCommand,
+    Field(discriminator="name"),
+]
+
+
+def _parse_help_topic(tokens: list[str]) -> HelpCommand:
+    return _parse_help(tokens, SUBCOMMANDS)
+
+
+# One parser per subcommand, in the order `help` lists them: a new subcommand is its own module, a line here
+# and its command in `Command`.
+_PARSERS: dict[str, Callable[[list[str]], Command]] = {
+    "run": _parse_run,
+    "status": _parse_status,
+    "logs": _parse_logs,
+    "compare": _parse_compare,
+    "stop": _parse_stop,
+    "resume": _parse_resume,
+    "register": _parse_register,
+    "recipes": _parse_recipes,
+    "presets": _parse_presets,
+    "digest": _parse_digest,
+    "trace": _parse_trace,
+    "help": _parse_help_topic,
+}
+
+SUBCOMMANDS: tuple[str, ...] = tuple(_PARSERS)
+
+
+def parse_command(text: str) -> Command:
+    """Parse the text of a `/finetune` command into a typed command, or raise `CommandError`."""
+    if len(text) > MAX_TEXT:
+        raise CommandError(f"the command is too long ({len(text)} characters, at most {MAX_TEXT})")
+    tokens = _split(text)
+    if tokens and tokens[0] == "/finetune":
+        tokens = tokens[1:]
+    if not tokens:
+        return HelpCommand()
+    subcommand = tokens[0].lower()
+    if subcommand in ("-h", "--help"):
+        return _parse_help_topic(tokens[1:])
+    if subcommand not in SUBCOMMANDS:
+        suggestions = closest(subcommand, SUBCOMMANDS)
+        raise CommandError(
+            f"no subcommand {tokens[0]!r}{did_you_mean(suggestions)} (try /finetune help)", suggestions=suggestions
+        )
+    return _PARSERS[subcommand](tokens[1:])
