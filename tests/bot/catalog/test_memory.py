@@ -1,10 +1,11 @@
-"""Preflight memory estimate: parameter counts of known architectures and the budget comparison."""
+"""Preflight memory estimate: parameter counts of known architectures and the budget comparison, and in a plan."""
 
 from __future__ import annotations
 
 import pytest
 
-from bot.memory import (
+from bot.catalog import Catalog
+from bot.catalog.memory import (
     GIB,
     ModelConfigError,
     ModelShape,
@@ -12,6 +13,7 @@ from bot.memory import (
     lora_parameter_count,
     shape_from_config,
 )
+from tests.bot.catalog.planning import plan
 
 QWEN_05B = ModelShape(
     hidden_size=896,
@@ -121,3 +123,14 @@ def test_optimizer_state_by_optim(optim: str, per_parameter: float) -> None:
         LLAMA_8B, dtype="bfloat16", use_peft=False, batch_size=1, seq_len=128, optim=optim
     )
     assert estimate.optimizer_bytes == int(estimate.parameters * per_parameter)
+
+
+def test_memory_over_budget_is_in_the_plan(catalog: Catalog) -> None:
+    lora = plan(catalog, "run recipe=sft-llama31-8b-lora")
+    assert lora.memory is not None and lora.memory.fits is True
+    full = plan(catalog, "run recipe=sft-llama31-8b-lora use_peft=false")
+    assert full.memory is not None and full.memory.fits is False
+    warning = next(w for w in full.warnings if w.startswith("preflight memory"))
+    assert "OVER BUDGET" in warning and "vs 80 GiB" in warning and "8,030.3M params" in warning
+    tiny = plan(catalog, "run recipe=sft-tiny")
+    assert tiny.memory is not None and tiny.memory.device == "cpu" and tiny.memory.fits is True

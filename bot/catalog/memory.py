@@ -17,14 +17,21 @@ against obvious misfits such as a full fine-tune of an 8B model on one 80 GB GPU
 - DDP keeps a flat copy of the gradients for its all-reduce buckets;
 - overhead: 1 GiB for the CUDA context and allocator plus 10 % fragmentation on a GPU, 0.5 GiB
   for the interpreter and libraries on a CPU.
+
+`estimate_run_memory` is the catalog's glue: it reads the model's config (the recipe's `model.config`
+or the local model's `config.json`), the run's params and the presets' memory budget.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
+from bot.catalog.manifests import TRL_COMPONENTS, Component, Recipe
 
 GIB = 1024**3
 DTYPE_BYTES: dict[str, int] = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -228,3 +235,59 @@ def estimate_training_memory(
         budget_source=budget_source,
         fits=None if budget_bytes is None else total <= budget_bytes,
     )
+
+
+# --- the catalog's glue -------------------------------------------------------------------------
+
+
+def estimate_run_memory(
+    recipe: Recipe, component: Component, params: dict[str, Any], resources: dict[str, Any], repo_root: Path
+) -> MemoryEstimate | None:
+    """The estimate for a TRL run: the recipe's model config, the run's params, the presets' budget; None if unknown."""
+    model = recipe.spec.model
+    if model is None or component.name not in TRL_COMPONENTS:
+        return None
+    config: Mapping[str, Any] | None = model.config
+    if config is None and model.path is not None:
+        config_file = (
+            (repo_root / model.path / "config.json")
+            if not Path(model.path).is_absolute()
+            else Path(model.path) / "config.json"
+        )
+        if config_file.is_file():
+            config = json.loads(config_file.read_text(encoding="utf-8"))
+    if config is None:
+        return None
+    try:
+        shape: ModelShape = shape_from_config(config)
+    except ModelConfigError:
+        return None
+    gpus = int(resources.get("gpus_per_replica") or 0)
+    device = "gpu" if gpus else "cpu"
+    budget: int | None = None
+    budget_source: str | None = None
+    if device == "gpu" and resources.get("gpu_memory_gib"):
+        budget = int(float(resources["gpu_memory_gib"]) * GIB)
+        budget_source = f"GPU memory of {resources.get('gpu_memory_source') or 'the preset'}"
+    elif device == "cpu" and resources.get("memory_limit_bytes"):
+        budget = int(resources["memory_limit_bytes"])
+        budget_source = "memory limit of the preset"
+    try:
+        return estimate_training_memory(
+            shape,
+            dtype=str(params.get("dtype", "float32")),
+            use_peft=bool(params.get("use_peft", False)),
+            lora_r=int(params.get("lora_r", 16)),
+            lora_target_modules=str(params.get("lora_target_modules", "all-linear")),
+            batch_size=int(params.get("per_device_train_batch_size", 8)),
+            seq_len=int(params.get("max_length", 1024)),
+            optim=str(params.get("optim", "adamw_torch")),
+            gradient_checkpointing=bool(params.get("gradient_checkpointing", False)),
+            mixed_precision=bool(params.get("bf16", False)),
+            distributed=component.run_kind == "pytorchjob",
+            device=device,
+            budget_bytes=budget,
+            budget_source=budget_source,
+        )
+    except ModelConfigError:
+        return None

@@ -1,0 +1,49 @@
+"""The catalog: recipes (training choices), presets (cluster settings), components (polyaxonfiles).
+
+`Catalog.load(dir)` reads and validates `manifests/`; `catalog.plan(cmd)` turns a parsed `run`
+command into a `Plan`: the compiled, validated Polyaxon operation, the effective params and where
+each came from, the pins (and the pin gate), the eval contract and its hash, the presets'
+resources, warnings, and a preflight memory estimate. Pure apart from reading files (recipes,
+presets, components, and the local model/dataset/code folders it pins by content digest); the
+Polyaxon checker is reached through `bot.polyaxon.spec`.
+
+Where things live:
+    manifests.py   the schema of a recipe file, the catalog's types, the key sets
+    overrides.py   the types and bounds of user overrides, and checking a command's overrides
+    loading.py     reading and validating components, presets and recipes
+    presets.py     what a preset may hold, and which presets a run gets, in order
+    pins.py        pinning image, code, model, dataset and the eval contract (the pin gate's input)
+    digests.py     content digests of local files and of the eval contract
+    resources.py   what the merged presets ask of the cluster, its provenance, resource warnings
+    memory.py      the preflight memory estimate
+    plan.py        `Plan` and the compile step
+    catalog.py     `Catalog`: load, lookups, `plan`
+    check.py       `finetune-bot manifests check`
+"""
+
+from bot.catalog.catalog import Catalog
+from bot.catalog.check import check_catalog
+from bot.catalog.digests import content_digest, eval_contract_hash, sha256_file
+from bot.catalog.errors import CatalogError, PlanError
+from bot.catalog.manifests import Component, InputSpec, Preset, Recipe, RecipeFile
+from bot.catalog.memory import MemoryEstimate
+from bot.catalog.overrides import OverrideSpec
+from bot.catalog.plan import Plan
+
+__all__ = [
+    "Catalog",
+    "CatalogError",
+    "Component",
+    "InputSpec",
+    "MemoryEstimate",
+    "OverrideSpec",
+    "Plan",
+    "PlanError",
+    "Preset",
+    "Recipe",
+    "RecipeFile",
+    "check_catalog",
+    "content_digest",
+    "eval_contract_hash",
+    "sha256_file",
+]

@@ -1,0 +1,78 @@
+"""`Catalog`: the loaded manifests, lookups by name, and `plan` (the compile step is `plan.py`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.catalog.errors import PlanError
+from bot.catalog.loading import load_manifests
+from bot.catalog.manifests import Component, Preset, Recipe
+from bot.catalog.pins import Pinner
+from bot.catalog.plan import Plan, compile_plan
+from bot.catalog.presets import find_preset, presets_for_run
+from bot.grammar import RunCommand, closest, did_you_mean
+
+
+class Catalog:
+    """Recipes, presets and components loaded from a catalog folder."""
+
+    def __init__(
+        self,
+        root: Path,
+        components: dict[str, Component],
+        presets: dict[str, Preset],
+        recipes: dict[str, Recipe],
+    ) -> None:
+        self.root = root
+        self.repo_root = root.parent
+        self.components = components
+        self.presets = presets
+        self.recipes = recipes
+        # One per catalog: local content digests are cached across plans.
+        self._pinner = Pinner(self.repo_root)
+
+    @classmethod
+    def load(cls, catalog_dir: Path) -> Catalog:
+        """Read and validate every manifest; raise `CatalogError` naming the file and field."""
+        root = Path(catalog_dir)
+        return cls(root, *load_manifests(root))
+
+    # -- lookups --
+
+    def recipe(self, name: str) -> Recipe:
+        """The recipe called `name`, or a `PlanError` with the closest names."""
+        if name in self.recipes:
+            return self.recipes[name]
+        suggestions = closest(name, list(self.recipes))
+        raise PlanError(
+            f"no recipe {name!r}{did_you_mean(suggestions)} (see /finetune recipes)", suggestions=suggestions
+        )
+
+    def preset(self, name: str) -> Preset:
+        """The preset called `name`, or a `PlanError` with the closest names."""
+        return find_preset(self.presets, name)
+
+    # -- planning --
+
+    def plan(self, cmd: RunCommand, *, require_local: bool = True) -> Plan:
+        """Compile a `run` command into a validated, pinned `Plan`, or raise `PlanError`.
+
+        With `require_local=False` (used by `manifests check`) a missing local model or dataset
+        does not fail the plan: its pin reads `unbuilt` and a warning says how to build it.
+        """
+        recipe = self.recipe(cmd.recipe)
+        component = self.components[recipe.spec.component]
+        presets = presets_for_run(cmd.presets, recipe, component, self.presets)
+        return compile_plan(cmd, recipe, component, presets, self._pinner, require_local=require_local)
+
+    def missing_local_builds(self) -> list[str]:
+        """Build commands of local models and datasets that recipes name but that are not built yet."""
+        builds: dict[str, None] = {}
+        for recipe in self.recipes.values():
+            for ref in (recipe.spec.model, recipe.spec.dataset):
+                if ref is None or ref.path is None or ref.build is None:
+                    continue
+                path = Path(ref.path)
+                if not (path if path.is_absolute() else self.repo_root / path).exists():
+                    builds[ref.build] = None
+        return list(builds)

@@ -1,0 +1,200 @@
+"""Reading and validating `manifests/`: components, presets and recipes, each error naming the file and field.
+
+What a preset may hold is checked in `presets.py`; the schema of a recipe file is `RecipeFile`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from bot.catalog.errors import CatalogError
+from bot.catalog.manifests import PINNED_INPUTS, PRESET_PARAMS, Component, InputSpec, Preset, Recipe, RecipeFile
+from bot.catalog.overrides import OverrideSpec, parse_override_type
+from bot.catalog.presets import parse_preset
+from bot.grammar import closest, did_you_mean, is_cluster_key
+
+
+def load_manifests(root: Path) -> tuple[dict[str, Component], dict[str, Preset], dict[str, Recipe]]:
+    """Read and validate every manifest under `root`; raise `CatalogError` naming the file and field."""
+    components: dict[str, Component] = {}
+    for path in sorted((root / "components").glob("*.yaml")):
+        component = _load_component(path, path.relative_to(root).as_posix())
+        components[component.name] = component
+    training_keys = frozenset(
+        name for component in components.values() for name in component.inputs if name not in PRESET_PARAMS
+    ) - {"image"}
+    presets: dict[str, Preset] = {}
+    for path in sorted((root / "presets").glob("*.yaml")):
+        rel = path.relative_to(root).as_posix()
+        preset = parse_preset(_read_yaml(path, rel), path.stem, rel, training_keys)
+        presets[preset.name] = preset
+    recipes: dict[str, Recipe] = {}
+    for path in sorted((root / "recipes").glob("*.yaml")):
+        recipe = _load_recipe(path, path.relative_to(root).as_posix(), components, presets)
+        recipes[recipe.name] = recipe
+    if not recipes:
+        raise CatalogError("recipes/", "(folder)", "no recipes found")
+    return components, presets, recipes
+
+
+def _read_yaml(path: Path, rel: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise CatalogError(rel, "(file)", f"not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise CatalogError(rel, "(file)", "expected a mapping at the top level")
+    return data
+
+
+def _validation_error(rel: str, exc: ValidationError) -> CatalogError:
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "(file)"
+    return CatalogError(rel, field, first["msg"])
+
+
+def _load_component(path: Path, rel: str) -> Component:
+    data = _read_yaml(path, rel)
+    if data.get("kind") != "component":
+        raise CatalogError(rel, "kind", "expected `kind: component`")
+    if data.get("name") != path.stem:
+        raise CatalogError(rel, "name", f"must equal the file name {path.stem!r}")
+    run = data.get("run")
+    if not isinstance(run, dict) or run.get("kind") not in ("job", "pytorchjob"):
+        raise CatalogError(rel, "run.kind", "expected job or pytorchjob")
+    inputs: dict[str, InputSpec] = {}
+    for index, item in enumerate(data.get("inputs") or []):
+        if not isinstance(item, dict) or "name" not in item or "type" not in item:
+            raise CatalogError(rel, f"inputs[{index}]", "each input needs a name and a type")
+        if item["name"] in inputs:
+            raise CatalogError(rel, f"inputs[{index}].name", f"{item['name']} is declared twice")
+        inputs[item["name"]] = InputSpec(
+            name=item["name"], type=item["type"], value=item.get("value"), optional=bool(item.get("isOptional"))
+        )
+    return Component(
+        name=data["name"],
+        file=rel,
+        description=str(data.get("description", "")),
+        run_kind=run["kind"],
+        inputs=inputs,
+        document=data,
+    )
+
+
+def _check_axolotl_pins(rel: str, spec: RecipeFile, text: str) -> None:
+    """The Axolotl config must train the model (and revision) the recipe pins."""
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CatalogError(rel, "axolotl_config", f"not valid YAML: {exc}") from exc
+    if not isinstance(config, dict):
+        raise CatalogError(rel, "axolotl_config", "expected a mapping")
+    if spec.model is not None and spec.model.id is not None:
+        if config.get("base_model") != spec.model.id:
+            raise CatalogError(
+                rel,
+                "axolotl_config",
+                f"base_model {config.get('base_model')!r} is not the pinned model {spec.model.id}",
+            )
+        if spec.model.revision and config.get("revision_of_model") != spec.model.revision:
+            raise CatalogError(rel, "axolotl_config", "revision_of_model differs from the recipe's model.revision")
+    if spec.dataset is not None and spec.dataset.id is not None:
+        paths = {d.get("path") for d in config.get("datasets") or [] if isinstance(d, dict)}
+        if spec.dataset.id not in paths:
+            raise CatalogError(rel, "axolotl_config", f"datasets do not include the pinned dataset {spec.dataset.id}")
+
+
+def _load_recipe(path: Path, rel: str, components: dict[str, Component], presets: dict[str, Preset]) -> Recipe:
+    raw = path.read_bytes()
+    data = _read_yaml(path, rel)
+    try:
+        spec = RecipeFile.model_validate(data)
+    except ValidationError as exc:
+        raise _validation_error(rel, exc) from exc
+    if spec.name != path.stem:
+        raise CatalogError(rel, "name", f"must equal the file name {path.stem!r}")
+    component = components.get(spec.component)
+    if component is None:
+        raise CatalogError(
+            rel,
+            "component",
+            f"no component {spec.component!r}{did_you_mean(closest(spec.component, list(components)))}",
+        )
+    for name in spec.presets:
+        if name not in presets:
+            raise CatalogError(rel, "presets", f"no preset {name!r}{did_you_mean(closest(name, list(presets)))}")
+    for key in spec.defaults:
+        if key not in component.inputs:
+            raise CatalogError(
+                rel,
+                f"defaults.{key}",
+                f"not an input of component {component.name}{did_you_mean(closest(key, list(component.inputs)))}",
+            )
+        if key in PRESET_PARAMS or is_cluster_key(key):
+            raise CatalogError(rel, f"defaults.{key}", "a cluster setting; it belongs in a preset")
+        if key in PINNED_INPUTS:
+            raise CatalogError(rel, f"defaults.{key}", "set from the recipe's pins (image, code, model, dataset, eval)")
+    overrides: dict[str, OverrideSpec] = {}
+    for key, decl in spec.overrides.items():
+        try:
+            parsed = parse_override_type(key, decl)
+        except ValueError as exc:
+            raise CatalogError(rel, f"overrides.{key}.type", str(exc)) from exc
+        if is_cluster_key(key) or parsed.input in PRESET_PARAMS:
+            raise CatalogError(rel, f"overrides.{key}", "a cluster setting cannot be a training override")
+        if parsed.input in PINNED_INPUTS:
+            raise CatalogError(
+                rel, f"overrides.{key}", f"{parsed.input} is pinned by the recipe; it cannot be overridden"
+            )
+        if parsed.input not in component.inputs:
+            raise CatalogError(
+                rel, f"overrides.{key}.input", f"{parsed.input!r} is not an input of component {component.name}"
+            )
+        if parsed.input in spec.defaults:
+            try:
+                parsed.coerce(spec.defaults[parsed.input])
+            except ValueError as exc:
+                raise CatalogError(rel, f"defaults.{parsed.input}", f"the recipe's own default: {exc}") from exc
+        overrides[key] = parsed
+    if spec.eval is not None and spec.dataset is None and spec.eval.dataset is None:
+        raise CatalogError(rel, "eval.dataset", "needed when the recipe has no dataset")
+    refs: list[tuple[str, str | None, str | None]] = []
+    if spec.model is not None:
+        refs.append(("model", spec.model.path, spec.model.id))
+    if spec.dataset is not None:
+        refs.append(("dataset", spec.dataset.path, spec.dataset.id))
+    if spec.eval is not None and spec.eval.dataset is not None:
+        refs.append(("eval.dataset", spec.eval.dataset.path, spec.eval.dataset.id))
+    if spec.code is not None:
+        refs.append(("code", spec.code.path, spec.code.revision))
+    for field, local, remote in refs:
+        if (local is None) == (remote is None):
+            what = "revision" if field == "code" else "id"
+            raise CatalogError(rel, field, f"give either `path` (local, pinned by content digest) or `{what}`")
+    axolotl_text = None
+    if spec.axolotl_config is not None:
+        config_path = (path.parent / spec.axolotl_config).resolve()
+        if not config_path.is_file():
+            raise CatalogError(rel, "axolotl_config", f"no file {spec.axolotl_config}")
+        axolotl_text = config_path.read_text(encoding="utf-8")
+        if "{{" in axolotl_text or "{%" in axolotl_text:
+            raise CatalogError(
+                rel,
+                "axolotl_config",
+                "contains Jinja (`{{`/`{%`), which Polyaxon would render; name a built-in chat_template",
+            )
+        _check_axolotl_pins(rel, spec, axolotl_text)
+    return Recipe(
+        name=spec.name,
+        file=rel,
+        path=path,
+        hash="sha256:" + hashlib.sha256(raw).hexdigest(),
+        spec=spec,
+        overrides=overrides,
+        axolotl_text=axolotl_text,
+    )

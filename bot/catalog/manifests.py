@@ -1,0 +1,173 @@
+"""What the manifests hold: the schema of a recipe file, the catalog's types, and the key sets.
+
+Layout (paths in recipes are relative to the repository root, the catalog folder's parent):
+    manifests/components/NAME.yaml   Polyaxon V1 components (`kind: component`)
+    manifests/presets/NAME.yaml      Polyaxon presets (`kind: operation`, `isPreset: true`) plus
+                                     `name` and a one-line `description` (removed before merging)
+    manifests/recipes/NAME.yaml      recipes, see `RecipeFile`
+
+Reading and validating the files is `loading.py` (and `presets.py` for what a preset may hold).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.catalog.overrides import OverrideSpec
+from bot.grammar import Scalar
+
+TRL_COMPONENTS = ("trl-sft", "trl-sft-distributed")
+# Component inputs a preset may set: placement, not training.
+PRESET_PARAMS = frozenset({"checkpoints_connection"})
+# Inputs the catalog derives from the recipe's pins and contract: neither `defaults` nor an
+# override may set them, or they would bypass the pin gate.
+PINNED_INPUTS = frozenset(
+    {
+        "image",
+        "config",
+        "model_name_or_path",
+        "model_revision",
+        "dataset_name",
+        "dataset_revision",
+        "dataset_digest",
+        "dataset_split",
+        "code_revision",
+        "recipe_name",
+        "recipe_hash",
+        "eval_dataset_name",
+        "eval_dataset_revision",
+        "eval_split",
+        "eval_max_samples",
+        "eval_metrics",
+        "eval_procedure_version",
+        "eval_seed",
+        "eval_contract_hash",
+    }
+)
+
+
+# --- the schema of a recipe file ---------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelRef(_Strict):
+    """`model:` of a recipe: a hub id + commit, or a local folder pinned by its content digest."""
+
+    id: str | None = None
+    revision: str | None = None
+    path: str | None = None
+    build: str | None = Field(default=None, description="Command that builds a missing local model.")
+    config: dict[str, Any] | None = Field(default=None, description="config.json numbers, for the memory estimate.")
+
+
+class DatasetRef(_Strict):
+    """`dataset:` of a recipe: a hub id + commit + content digest, or a local folder/file."""
+
+    id: str | None = None
+    revision: str | None = None
+    digest: str | None = None
+    path: str | None = None
+    split: str = "train"
+    text_field: str | None = None
+    build: str | None = None
+
+
+class CodeRef(_Strict):
+    """`code:` of a recipe: a git commit of the training code, or a local folder pinned by digest."""
+
+    revision: str | None = None
+    path: str | None = None
+
+
+class EvalSpec(_Strict):
+    """`eval:` of a recipe: the fixed evaluation contract (trainer.evaluation)."""
+
+    dataset: DatasetRef | None = None  # default: the training dataset
+    split: str = "eval"
+    max_samples: int = Field(default=0, ge=0)
+    metrics: list[str] = Field(min_length=1)
+    procedure_version: str = "v1"
+    seed: int = 0
+
+
+class OverrideDecl(_Strict):
+    """One user-overridable key: the component input it sets and its type with bounds."""
+
+    input: str | None = None  # default: the key itself
+    type: str
+    help: str | None = None
+
+
+class RecipeFile(_Strict):
+    """The schema of `manifests/recipes/NAME.yaml`."""
+
+    name: str
+    description: str
+    component: str
+    image: str | None = None
+    code: CodeRef | None = None
+    model: ModelRef | None = None
+    dataset: DatasetRef | None = None
+    eval: EvalSpec | None = None
+    exploration: bool = False
+    presets: list[str] = Field(default_factory=list)
+    defaults: dict[str, Scalar] = Field(default_factory=dict)
+    overrides: dict[str, OverrideDecl] = Field(default_factory=dict)
+    axolotl_config: str | None = None
+
+
+# --- the catalog's types -----------------------------------------------------------------------
+
+
+class InputSpec(BaseModel):
+    """One input of a component."""
+
+    name: str
+    type: str
+    value: Any = None
+    optional: bool = False
+
+
+class Component(BaseModel):
+    """A Polyaxon component file."""
+
+    name: str
+    file: str
+    description: str
+    run_kind: str
+    inputs: dict[str, InputSpec]
+    document: dict[str, Any]
+
+
+class Preset(BaseModel):
+    """A Polyaxon preset file plus its catalog metadata."""
+
+    name: str
+    file: str
+    description: str
+    document: dict[str, Any]  # what Polyaxon merges (without name/description)
+    target_kind: str | None  # "job", "pytorchjob", or None for any run kind
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Recipe(BaseModel):
+    """A recipe file: training choices and pins."""
+
+    name: str
+    file: str
+    path: Path
+    hash: str
+    spec: RecipeFile
+    overrides: dict[str, OverrideSpec]
+    axolotl_text: str | None = None
+
+    @property
+    def description(self) -> str:
+        """The recipe's one-line description."""
+        return self.spec.description

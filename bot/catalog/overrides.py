@@ -1,0 +1,157 @@
+"""The keys a user may override on the command line: a recipe's declared type and bounds, parsed.
+
+A recipe declares each overridable key under `overrides:` (`OverrideDecl`); `parse_override_type`
+reads the declared type (`float in (0, 1e-2]`, `int 1..20`, `bool`, `str`, `choice a|b`) into an
+`OverrideSpec`, which checks and types a command-line value; `coerce_overrides` does that for a
+whole `run` command, naming the keys the recipe allows when a key is not one of them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from bot.catalog.errors import PlanError
+from bot.grammar import Scalar, closest, did_you_mean, is_plain_value
+
+if TYPE_CHECKING:
+    from bot.catalog.manifests import Component, OverrideDecl, Recipe
+
+_INTERVAL_RE = re.compile(
+    r"^(?P<type>int|float)\s*(?:in\s*(?P<lo_br>[\[(])\s*(?P<lo>[^,\s]+)\s*,\s*(?P<hi>[^\])\s]+)\s*(?P<hi_br>[\])])"
+    r"|(?P<lo2>[-+0-9.eE]+)\s*\.\.\s*(?P<hi2>[-+0-9.eE]+))?$"
+)
+_CHOICE_RE = re.compile(r"^choice\s+(?P<choices>[A-Za-z0-9_.\-]+(?:\s*\|\s*[A-Za-z0-9_.\-]+)*)$")
+
+
+class OverrideSpec(BaseModel):
+    """A parsed override declaration: `float in (0, 1e-2]`, `int 1..20`, `bool`, `str`, `choice a|b`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    input: str
+    type: Literal["int", "float", "bool", "str", "choice"]
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple[str, ...] = ()
+    help: str | None = None
+
+    def describe(self) -> str:
+        """The type as a user reads it, e.g. `float in (0, 0.01]`."""
+        if self.type == "choice":
+            return "one of " + "|".join(self.choices)
+        if self.low is None or self.high is None:
+            return self.type
+        lo, hi = _fmt(self.low, self.type), _fmt(self.high, self.type)
+        if self.type == "int":
+            return f"int {lo}..{hi}"
+        return f"float in {'(' if self.low_open else '['}{lo}, {hi}{')' if self.high_open else ']'}"
+
+    def coerce(self, value: Scalar) -> Scalar:
+        """Check type and bounds of a command-line value; return it typed, or raise ValueError."""
+        if self.type == "bool":
+            if isinstance(value, bool):
+                return value
+            raise ValueError(f"expected true or false, got {value!r}")
+        if self.type == "choice":
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            if text not in self.choices:
+                raise ValueError(f"expected {self.describe()}, got {text!r}{did_you_mean(closest(text, self.choices))}")
+            return text
+        if self.type == "str":
+            if isinstance(value, bool):
+                return "true" if value else "false"
+            # Commands built in code (buttons, resume) skip the parser: the same guard applies here.
+            if not is_plain_value(str(value)):
+                raise ValueError(f"{value!r} is not a plain value (no quotes, braces, templates or shell characters)")
+            return str(value)
+        if isinstance(value, bool | str):
+            raise ValueError(f"expected {self.describe()}, got {value!r}")
+        if self.type == "int":
+            if isinstance(value, float):
+                if not value.is_integer():
+                    raise ValueError(f"expected a whole number ({self.describe()}), got {value!r}")
+                value = int(value)
+        else:
+            value = float(value)
+            if not math.isfinite(value):
+                raise ValueError(f"expected a finite number ({self.describe()})")
+        self._check_bounds(value)
+        return value
+
+    def _check_bounds(self, value: float) -> None:
+        too_low = self.low is not None and (value <= self.low if self.low_open else value < self.low)
+        too_high = self.high is not None and (value >= self.high if self.high_open else value > self.high)
+        if too_low or too_high:
+            raise ValueError(f"{_fmt(value, self.type)} is out of bounds: {self.describe()}")
+
+
+def _fmt(value: float, kind: str) -> str:
+    if kind == "int":
+        return str(int(value))
+    return f"{value:g}"
+
+
+def parse_override_type(key: str, decl: OverrideDecl) -> OverrideSpec:
+    """Parse a recipe's override declaration; raise ValueError with what is wrong."""
+    text = decl.type.strip()
+    target = decl.input or key
+    if text in ("bool", "str"):
+        return OverrideSpec(key=key, input=target, type=text, help=decl.help)
+    choice = _CHOICE_RE.match(text)
+    if choice:
+        options = tuple(part.strip() for part in choice.group("choices").split("|"))
+        return OverrideSpec(key=key, input=target, type="choice", choices=options, help=decl.help)
+    match = _INTERVAL_RE.match(text)
+    if not match:
+        raise ValueError(f"unreadable type {text!r} (e.g. `float in (0, 1e-2]`, `int 1..20`, `bool`, `choice a|b`)")
+    kind = match.group("type")
+    if match.group("lo") is not None:
+        low, high = float(match.group("lo")), float(match.group("hi"))
+        low_open, high_open = match.group("lo_br") == "(", match.group("hi_br") == ")"
+    elif match.group("lo2") is not None:
+        low, high, low_open, high_open = float(match.group("lo2")), float(match.group("hi2")), False, False
+    else:
+        return OverrideSpec(key=key, input=target, type=kind, help=decl.help)
+    if low > high:
+        raise ValueError(f"empty interval {text!r}")
+    return OverrideSpec(
+        key=key, input=target, type=kind, low=low, high=high, low_open=low_open, high_open=high_open, help=decl.help
+    )
+
+
+def coerce_overrides(recipe: Recipe, component: Component, overrides: Mapping[str, Scalar]) -> dict[str, Scalar]:
+    """Command-line overrides as component input -> typed value; a `PlanError` for a bad key, type or bound."""
+    command_line: dict[str, Scalar] = {}
+    for key, value in overrides.items():
+        override = find_override(recipe, component, key)
+        try:
+            command_line[override.input] = override.coerce(value)
+        except ValueError as exc:
+            raise PlanError(f"{key}={value}: {exc}") from None
+    return command_line
+
+
+def find_override(recipe: Recipe, component: Component, key: str) -> OverrideSpec:
+    """The override a command-line key names (by key, or by the input it sets), or a `PlanError` saying why not."""
+    if key in recipe.overrides:
+        return recipe.overrides[key]
+    by_input = {spec.input: spec for spec in recipe.overrides.values()}
+    if key in by_input:
+        return by_input[key]
+    names = sorted(recipe.overrides)
+    suggestions = closest(key, names + sorted(by_input))
+    keys = ", ".join(f"{name} ({recipe.overrides[name].describe()})" for name in names) or "none"
+    if key in component.inputs:
+        raise PlanError(f"{key} is fixed by recipe {recipe.name}; it may override: {keys}", suggestions=suggestions)
+    raise PlanError(
+        f"recipe {recipe.name} has no key {key!r}{did_you_mean(suggestions)} (keys: {keys})",
+        suggestions=suggestions,
+    )

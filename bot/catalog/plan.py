@@ -1,0 +1,139 @@
+"""The compile step: a parsed `run` command, its recipe and presets in; a validated, pinned `Plan` out.
+
+Each effective param records where it came from, in the order later sources win: the component's
+defaults, the recipe's pins, the recipe's `defaults`, the presets' params, the command line; then
+the eval contract and the recipe's name and hash. Polyaxon's checker compiles the operation
+(`bot.polyaxon.spec`); the presets' resources, the warnings and the memory estimate follow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from bot.catalog.errors import PlanError
+from bot.catalog.manifests import Component, Preset, Recipe
+from bot.catalog.memory import MemoryEstimate, estimate_run_memory
+from bot.catalog.overrides import coerce_overrides
+from bot.catalog.pins import Pinner
+from bot.catalog.resources import cluster_provenance, resource_warnings, summarize_resources
+from bot.grammar import RunCommand
+from bot.polyaxon.spec import OperationSpecError, compile_operation
+
+
+class Plan(BaseModel):
+    """A compiled run: what `--dry-run` shows and what the gateway submits."""
+
+    recipe: str
+    recipe_file: str
+    recipe_hash: str
+    component: str
+    operation: dict[str, Any]
+    params: dict[str, Any]
+    provenance: dict[str, str]
+    presets: list[str]
+    pins: dict[str, str]
+    comparable: bool
+    unpinned: list[str] = Field(default_factory=list)
+    eval_contract: dict[str, Any] = Field(default_factory=dict)
+    eval_contract_hash: str = ""
+    resources: dict[str, Any] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+    memory: MemoryEstimate | None = None
+    tags: list[str] = Field(default_factory=list)
+    dry_run: bool = False
+
+
+def compile_plan(
+    cmd: RunCommand,
+    recipe: Recipe,
+    component: Component,
+    presets: list[Preset],
+    pinner: Pinner,
+    *,
+    require_local: bool = True,
+) -> Plan:
+    """Compile a `run` command with its recipe, component and presets into a `Plan`, or raise `PlanError`."""
+    spec = recipe.spec
+    preset_names = [preset.name for preset in presets]
+    # The user's keys, types and bounds are checked before anything reads the disk.
+    command_line = coerce_overrides(recipe, component, cmd.overrides)
+    warnings: list[str] = []
+    source = f"recipe {recipe.file}"
+    params: dict[str, Any] = {}
+    provenance: dict[str, str] = {}
+
+    def put(name: str, value: Any, origin: str) -> None:
+        if name in component.inputs:
+            if component.inputs[name].type == "float" and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            params[name] = value
+            provenance[name] = origin
+
+    for name, item in component.inputs.items():
+        if item.value is not None or item.optional:
+            put(name, item.value, "component default")
+
+    pins, unpinned = pinner.pin(recipe, component, put, warnings, require_local)
+    if recipe.axolotl_text is not None:
+        put("config", recipe.axolotl_text, f"recipe {recipe.spec.axolotl_config} (verbatim)")
+    for name, value in spec.defaults.items():
+        put(name, value, source)
+    for preset in presets:
+        for name, param in preset.params.items():
+            put(name, param.get("value") if isinstance(param, dict) else param, f"preset {preset.name}")
+    for name, value in command_line.items():
+        put(name, value, "command line")
+
+    comparable = not unpinned
+    if unpinned and not spec.exploration:
+        raise PlanError(
+            f"recipe {recipe.name} is not pinned: {'; '.join(unpinned)}. Pin them in {recipe.file}, "
+            "or set `exploration: true` there to allow non-comparable runs"
+        )
+    if unpinned:
+        warnings.append("non-comparable (exploration): " + "; ".join(unpinned))
+
+    contract, contract_hash = pinner.eval_contract(recipe, pins, put)
+    put("recipe_name", recipe.name, source)
+    put("recipe_hash", recipe.hash, f"computed: sha256 of {recipe.file}")
+    missing = [name for name, item in component.inputs.items() if name not in params and not item.optional]
+    if missing:
+        raise PlanError(f"recipe {recipe.name} leaves required inputs of {component.name} unset: {', '.join(missing)}")
+
+    try:
+        operation = compile_operation(component.document, [p.document for p in presets], params)
+    except OperationSpecError as exc:
+        raise PlanError(f"{recipe.name} with presets {', '.join(preset_names) or '(none)'}: {exc}") from exc
+    resources = summarize_resources(operation, component.run_kind, presets)
+    provenance.update(cluster_provenance(presets))
+    warnings.extend(resource_warnings(component, resources, params, preset_names))
+    memory = estimate_run_memory(recipe, component, params, resources, pinner.repo_root)
+    if memory is not None and memory.fits is False:
+        warnings.append(
+            f"preflight memory: {memory.summary()}. Try use_peft=true (LoRA), a smaller "
+            "per_device_train_batch_size or max_length, or a bigger preset"
+        )
+    tags = [f"recipe:{recipe.name}", *[f"preset:{name}" for name in preset_names]]
+    tags.append("comparable" if comparable else "non-comparable")
+    return Plan(
+        recipe=recipe.name,
+        recipe_file=recipe.file,
+        recipe_hash=recipe.hash,
+        component=component.name,
+        operation=operation,
+        params=params,
+        provenance=provenance,
+        presets=preset_names,
+        pins=pins,
+        comparable=comparable,
+        unpinned=unpinned,
+        eval_contract=contract,
+        eval_contract_hash=contract_hash,
+        resources=resources,
+        warnings=warnings,
+        memory=memory,
+        tags=tags,
+        dry_run=cmd.dry_run,
+    )

@@ -1,0 +1,120 @@
+"""Presets: what a preset file may hold, and which presets a run gets, in the order they stack.
+
+A preset sets cluster settings only (queue, resources, placement, retries, connections): never a
+training key, the command, the image or the environment. Presets stack in the order given; the
+later one wins where two set the same field (Polyaxon's patch strategies merge them, see
+`bot.polyaxon.spec`). What the merged presets ask of the cluster is `resources.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from bot.catalog.errors import CatalogError, PlanError
+from bot.catalog.manifests import PRESET_PARAMS, Component, Preset, Recipe
+from bot.grammar import closest, did_you_mean
+
+PRESET_KEYS = frozenset(
+    {
+        "name",
+        "description",
+        "kind",
+        "version",
+        "isPreset",
+        "patchStrategy",
+        "queue",
+        "namespace",
+        "runPatch",
+        "termination",
+        "params",
+        "cache",
+        "plugins",
+    }
+)
+JOB_PATCH_KEYS = frozenset({"container", "environment", "connections", "volumes", "init", "sidecars"})
+DISTRIBUTED_PATCH_KEYS = frozenset({"master", "worker", "cleanPodPolicy", "schedulingPolicy"})
+# Inside a preset these would change what is trained, not where.
+FORBIDDEN_CONTAINER_KEYS = frozenset({"command", "args", "image", "env", "envFrom", "workingDir"})
+
+
+def _walk_keys(node: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            yield path, str(key)
+            yield from _walk_keys(value, path)
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _walk_keys(item, f"{prefix}[{index}]")
+
+
+def parse_preset(data: dict[str, Any], stem: str, rel: str, training_keys: frozenset[str]) -> Preset:
+    """Validate a preset file's document (named `stem`); raise `CatalogError` naming the file and field."""
+    if data.get("name") != stem:
+        raise CatalogError(rel, "name", f"must equal the file name {stem!r}")
+    description = data.get("description")
+    if not isinstance(description, str) or not description.strip() or "\n" in description.strip():
+        raise CatalogError(rel, "description", "give a one-line description")
+    if data.get("kind") != "operation" or data.get("isPreset") is not True:
+        raise CatalogError(rel, "kind", "a preset is `kind: operation` with `isPreset: true`")
+    for key in data:
+        if key not in PRESET_KEYS:
+            raise CatalogError(rel, key, f"not a preset key (allowed: {', '.join(sorted(PRESET_KEYS))})")
+    params = data.get("params") or {}
+    for key in params:
+        if key not in PRESET_PARAMS:
+            what = (
+                "a training key; training keys belong in recipes"
+                if key in training_keys
+                else "not a placement parameter"
+            )
+            raise CatalogError(rel, f"params.{key}", f"{what} (a preset may set: {', '.join(sorted(PRESET_PARAMS))})")
+    run_patch = data.get("runPatch") or {}
+    if not isinstance(run_patch, dict):
+        raise CatalogError(rel, "runPatch", "expected a mapping")
+    for path_, key in _walk_keys(run_patch):
+        if key in training_keys:
+            raise CatalogError(rel, f"runPatch.{path_}", f"{key} is a training key; training keys belong in recipes")
+        leaf_parent = path_.rsplit(".", 1)[0] if "." in path_ else ""
+        if key in FORBIDDEN_CONTAINER_KEYS and leaf_parent.endswith("container"):
+            raise CatalogError(rel, f"runPatch.{path_}", "a preset may not change the command, image or environment")
+    keys = set(run_patch)
+    if keys & DISTRIBUTED_PATCH_KEYS and keys & JOB_PATCH_KEYS:
+        raise CatalogError(
+            rel, "runPatch", "mixes job keys (container, environment) with pytorchjob keys (master, worker)"
+        )
+    target = "pytorchjob" if keys & DISTRIBUTED_PATCH_KEYS else ("job" if keys else None)
+    document = {key: value for key, value in data.items() if key not in ("name", "description")}
+    return Preset(
+        name=data["name"],
+        file=rel,
+        description=description.strip(),
+        document=document,
+        target_kind=target,
+        params=params,
+    )
+
+
+def find_preset(presets: Mapping[str, Preset], name: str) -> Preset:
+    """The preset called `name`, or a `PlanError` with the closest names."""
+    if name in presets:
+        return presets[name]
+    suggestions = closest(name, list(presets))
+    raise PlanError(f"no preset {name!r}{did_you_mean(suggestions)} (see /finetune presets)", suggestions=suggestions)
+
+
+def presets_for_run(
+    requested: Sequence[str], recipe: Recipe, component: Component, presets: Mapping[str, Preset]
+) -> list[Preset]:
+    """The presets a run gets: the ones named, else the recipe's; each must fit the component's run kind."""
+    chosen = [find_preset(presets, name) for name in list(requested) or list(recipe.spec.presets)]
+    for preset in chosen:
+        if preset.target_kind is not None and preset.target_kind != component.run_kind:
+            fitting = sorted(p.name for p in presets.values() if p.target_kind in (None, component.run_kind))
+            raise PlanError(
+                f"preset {preset.name} is for {preset.target_kind} components, but recipe {recipe.name} uses "
+                f"{component.name} ({component.run_kind}); presets that fit: {', '.join(fitting)}",
+                suggestions=fitting,
+            )
+    return chosen
