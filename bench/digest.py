@@ -19,10 +19,9 @@ from typing import Any
 
 from sqlalchemy import event
 
-from bot.digest import compose_digest
+from bot.digest import DigestRuntime, compose_digest
 from bot.scheduler import build_scheduler
 from bot.settings import FinetuneSettings, Settings
-from handlers.digests import DigestRuntime
 from storage.db import SessionFactory, make_engine
 from storage.migrate import upgrade
 from storage.models import ApprovalRequest, Run

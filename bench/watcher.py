@@ -44,8 +44,8 @@ def main() -> None:
     from bot.polyaxon import PolyaxonGateway
     from bot.runs import RunService
     from bot.settings import FinetuneSettings, PolyaxonSettings, Settings, SlackSettings
-    from bot.slack_client import build_web_client
-    from handlers.watcher import MAX_REFRESHES_PER_TICK, Watcher
+    from bot.slack.client import build_web_client
+    from bot.watch import MAX_REFRESHES_PER_TICK, Watcher
     from storage import repos
     from storage.db import SessionFactory, make_engine
     from storage.migrate import upgrade
@@ -120,7 +120,7 @@ def main() -> None:
                                 status="running",
                                 polyaxon_uuid=uuid,
                             )
-                        runs.post_card(row)
+                        runs.thread.post_card(row)
                     watcher = Watcher(runs=runs, clock=lambda: datetime.now(UTC), stuck_after=timedelta(hours=1))
                     for label, every in (("refresh", timedelta(0)), ("poll", timedelta(hours=1))):
                         watcher.metrics_every = every

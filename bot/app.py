@@ -15,16 +15,16 @@ from slack_bolt import App
 from slack_sdk.errors import SlackApiError
 from sqlalchemy.engine import Engine
 
+from bot.digest import DigestRuntime
 from bot.lease import LeaseGuard
 from bot.metrics import BotMetrics
 from bot.scheduler import build_scheduler, stop_scheduler
 from bot.services import Services
 from bot.settings import Settings
-from bot.slack_client import SlackReplyError, build_web_client, post_to_response_url
+from bot.slack.client import SlackReplyError, build_web_client, post_to_response_url
+from bot.watch import Watcher
 from handlers import actions, commands, reactions
 from handlers import watcher as watcher_jobs
-from handlers.digests import DigestRuntime
-from handlers.watcher import Watcher
 from storage.db import SessionFactory, make_engine
 
 if TYPE_CHECKING:

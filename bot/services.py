@@ -15,9 +15,9 @@ from storage.db import SessionFactory
 
 if TYPE_CHECKING:
     from bot.catalog import Catalog
+    from bot.digest import DigestRuntime
     from bot.registry import RegistrationService
     from bot.runs import RunService
-    from handlers.digests import DigestRuntime
 
 # Work waits at most this long for pending acks, so a steady stream of deliveries cannot starve it.
 MAX_YIELD_S = 0.25

@@ -11,9 +11,9 @@ from typing import Any
 
 from slack_bolt import Ack, App
 
-from bot.blocks import COMMAND_ACTION_ID
 from bot.services import Services
-from bot.slack_client import post_to_response_url
+from bot.slack.blocks import COMMAND_ACTION_ID
+from bot.slack.client import post_to_response_url
 from handlers.commands import compose_reply
 from handlers.deliveries import action_key, first_delivery
 

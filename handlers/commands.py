@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt import Ack, App
 
-from bot.blocks import render_command_error, render_help, render_plan, render_presets, render_recipes
+from bot.explain import render_command_error, render_help, render_plan, render_presets, render_recipes
 from bot.grammar import (
     SUBCOMMANDS,
     Command,
@@ -27,7 +27,7 @@ from bot.grammar import (
     parse_command,
 )
 from bot.services import Services
-from bot.slack_client import post_to_response_url
+from bot.slack.client import post_to_response_url
 from handlers.deliveries import command_key, first_delivery
 from storage.repos import add_audit
 

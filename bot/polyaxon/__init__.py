@@ -1,6 +1,8 @@
 """Polyaxon boundary: the only package that imports polyaxon."""
 
-from bot.polyaxon.gateway import (
+from bot.polyaxon.gateway import PolyaxonGateway
+from bot.polyaxon.spec import OperationSpecError, compile_operation
+from bot.polyaxon.types import (
     DONE_STATUSES,
     Artifact,
     GatewayError,
@@ -8,12 +10,10 @@ from bot.polyaxon.gateway import (
     LogTail,
     MetricPoint,
     ModelVersion,
-    PolyaxonGateway,
     RunInfo,
     RunNotFoundError,
     StatusCondition,
 )
-from bot.polyaxon.spec import OperationSpecError, compile_operation
 
 __all__ = [
     "DONE_STATUSES",

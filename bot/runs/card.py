@@ -7,7 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from bot.blocks import command_button, context, escape, header, section
+from bot.settings import PolyaxonSettings
+from bot.slack.blocks import command_button, context, escape, header, section
+from storage.models import Run
 
 STATUS_EMOJI = {
     "submitting": ":hourglass_flowing_sand:",
@@ -50,6 +52,40 @@ class CardView(BaseModel):
     finished_at: datetime | None = None
     model_name: str | None = None
     note: str | None = None
+
+
+def card_view(
+    run: Run, *, polyaxon_url: str | None, parent_name: str | None = None, parent_link: str | None = None
+) -> CardView:
+    """The card's content for a stored run (its parent, when resumed, found by the caller)."""
+    metrics = {k: float(v) for k, v in run.last_metrics.items() if isinstance(v, int | float)}
+    max_steps = run.params.get("max_steps")
+    return CardView(
+        name=run.name,
+        uuid=run.polyaxon_uuid,
+        recipe=run.recipe_name,
+        recipe_hash=run.recipe_hash,
+        presets=run.presets,
+        pins={k: v for k, v in run.pins.items() if k in {"model", "dataset", "image", "code"}},
+        comparable=run.comparable,
+        requester=run.requester,
+        status=run.status,
+        step=run.last_step,
+        max_steps=int(max_steps) if isinstance(max_steps, int) and max_steps > 0 else None,
+        metrics=metrics,
+        polyaxon_url=polyaxon_url,
+        parent_name=parent_name,
+        parent_link=parent_link,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+    )
+
+
+def polyaxon_url(settings: PolyaxonSettings, run: Run) -> str | None:
+    """The run's page in Polyaxon's UI."""
+    if not settings.host or not run.polyaxon_uuid:
+        return None
+    return f"{settings.host}/ui/{settings.owner}/{settings.project}/runs/{run.polyaxon_uuid}"
 
 
 def _progress(step: int | None, max_steps: int | None) -> str:

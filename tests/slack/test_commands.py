@@ -8,19 +8,12 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from bot.blocks import (
-    COMMAND_ACTION_ID,
-    THREAD_NOTE,
-    command_button,
-    render_help,
-    render_plan,
-    render_presets,
-    render_recipes,
-)
+from bot.explain import THREAD_NOTE, render_help, render_plan, render_presets, render_recipes
 from bot.grammar import RunCommand, parse_command
 from bot.local.slack import SlackSender, SlackStandIn
 from bot.local.slack.sender import block_actions_payload
 from bot.local.slack.server import DEFAULT_CHANNEL
+from bot.slack.blocks import COMMAND_ACTION_ID, command_button
 from storage.models import AuditEntry
 from tests.fixtures.slack import BotServer, wait_for
 

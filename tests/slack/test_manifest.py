@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.blocks import COMMAND_ACTION_ID
 from bot.local.slack import SlackSender, SlackStandIn
 from bot.local.slack.sender import block_actions_payload, reaction_event
 from bot.local.slack.server import DEFAULT_CHANNEL
+from bot.slack.blocks import COMMAND_ACTION_ID
 from tests.fixtures.slack import BotServer, wait_for
 
 MANIFEST = Path(__file__).resolve().parents[2] / "manifests" / "slack" / "app-manifest.yaml"

@@ -13,7 +13,7 @@ from slack_sdk.webhook import WebhookClient
 from bot.local.slack import SlackStandIn
 from bot.local.slack.server import BOT_USER_ID, DEFAULT_CHANNEL
 from bot.metrics import BotMetrics
-from bot.slack_client import build_web_client
+from bot.slack.client import build_web_client
 from tests.fixtures.slack import slack_settings_for
 
 C = DEFAULT_CHANNEL

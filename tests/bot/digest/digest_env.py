@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from pydantic import SecretStr
 from slack_sdk import WebClient
 
+from bot.digest import DigestRuntime
 from bot.scheduler import build_scheduler, stop_scheduler
 from bot.settings import FinetuneSettings, Settings, SlackSettings
-from handlers.digests import DigestRuntime
 from storage.db import SessionFactory, make_engine
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.digest import MAX_BLOCKS, MAX_SECTION_CHARS, DigestApproval, DigestData, DigestRun, compose_digest
+from bot.digest.compose import MAX_BLOCKS, MAX_SECTION_CHARS, DigestApproval, DigestData, DigestRun, compose_digest
 
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 SINCE = NOW - timedelta(days=1)

@@ -12,18 +12,18 @@ from pathlib import Path
 import pytest
 from apscheduler.triggers.cron import CronTrigger
 
+from bot.digest import cron_for
 from bot.grammar import DigestCommand
 from bot.local.slack import SlackStandIn
 from bot.local.slack.server import DEFAULT_CHANNEL
 from bot.scheduler import PERSISTENT, latest_fire_time, stop_scheduler
-from handlers.digests import cron_for
 from storage import repos
 from storage.db import make_engine
 from storage.migrate import upgrade
-from tests.handlers.digest_env import build_runtime
+from tests.bot.digest.digest_env import build_runtime
 
 CHANNEL = DEFAULT_CHANNEL
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -166,7 +166,7 @@ def test_two_replicas_on_one_postgres_post_one_digest(pg_schema_url: str, standi
             [
                 sys.executable,
                 "-m",
-                "tests.handlers.digest_env",
+                "tests.bot.digest.digest_env",
                 pg_schema_url,
                 standin.base_url,
                 standin.bot_token,

@@ -8,17 +8,16 @@ from typing import Any
 
 import pytest
 
-from bot.blocks import (
-    MAX_BLOCKS,
-    MAX_SECTION,
+from bot.catalog import Catalog
+from bot.explain import (
     render_command_error,
     render_help,
     render_plan,
     render_presets,
     render_recipes,
 )
-from bot.catalog import Catalog
 from bot.grammar import SUBCOMMANDS, CommandError, RunCommand, parse_command
+from bot.slack.blocks import MAX_BLOCKS, MAX_SECTION
 from tests.manifests.catalog_repo import make_repo
 
 

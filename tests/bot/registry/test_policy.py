@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.approvals import (
+from bot.registry.policy import (
     Candidate,
     Criteria,
     CriteriaError,
@@ -19,7 +19,7 @@ from bot.approvals import (
     load_criteria,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 CAND = Candidate(
     run_uuid="u1",

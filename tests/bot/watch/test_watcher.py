@@ -20,12 +20,12 @@ from bot.metrics import BotMetrics
 from bot.polyaxon import LogLine, LogTail, RunInfo
 from bot.runs import RunService, transition_metadata
 from bot.settings import FinetuneSettings, Settings, SlackSettings
-from bot.slack_client import build_web_client
-from handlers.watcher import MAX_REFRESHES_PER_TICK, Watcher
+from bot.slack.client import build_web_client
+from bot.watch import MAX_REFRESHES_PER_TICK, Watcher
 from storage import repos
 from storage.db import SessionFactory
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 class FakeGateway:
@@ -112,7 +112,7 @@ def make_watcher(
                 created_at=clock.now,
                 last_activity_at=clock.now,
             )
-        service.post_card(run)
+        service.thread.post_card(run)
     return Watcher(runs=service, clock=clock, stuck_after=timedelta(minutes=15), metrics_every=timedelta(0))
 
 
@@ -178,11 +178,11 @@ def test_a_crash_between_post_and_record_is_not_posted_twice(sessions: SessionFa
         assert told_event is not None and untold_event is not None
         told_id, untold_id = told_event.id or 0, untold_event.id or 0
     # `told`: the bot posted the transition, then died before recording the post (SIGKILL in between).
-    posted_ts = watcher.runs.post_thread(
+    posted_ts = watcher.runs.thread.post_thread(
         told, "Status: *stopping*", purpose="transition", metadata=transition_metadata(told_id, "stopping")
     )
     # `untold`: it died before posting. A post for another event in the same thread must not be mistaken for it.
-    watcher.runs.post_thread(
+    watcher.runs.thread.post_thread(
         untold, "Status: *queued*", purpose="transition", metadata=transition_metadata(untold_id + 100, "queued")
     )
     stats = watcher.tick()

@@ -220,16 +220,3 @@ def _mention(user_or_group: str) -> str:
 def digest_fallback_text(data: DigestData) -> str:
     """Plain text for notifications and clients that cannot show blocks."""
     return f"Training digest for <#{data.channel}>"
-
-
-def primary_metric(contract: dict[str, Any]) -> tuple[str, bool]:
-    """The eval contract's ranking metric and whether higher is better (losses and perplexity: lower)."""
-    name = contract.get("primary_metric") or contract.get("metric")
-    if not name:
-        metrics = contract.get("metrics") or contract.get("metric_names") or ["eval_loss"]
-        name = metrics[0] if isinstance(metrics, list) and metrics else "eval_loss"
-    name = str(name)
-    higher = contract.get("greater_is_better")
-    if higher is None:
-        higher = not any(word in name for word in ("loss", "perplexity", "error"))
-    return name, bool(higher)

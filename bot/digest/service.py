@@ -1,0 +1,242 @@
+"""Scheduled digests per channel: `/finetune digest …`, the stored APScheduler jobs, and exactly-one posting."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.schedulers.base import BaseScheduler
+from apscheduler.triggers.cron import CronTrigger
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot.digest.compose import DigestApproval, DigestData, DigestRun, compose_digest, digest_fallback_text
+from bot.digest.jobs import attach, detach, digest_job
+from bot.digest.schedule import cron_for
+from bot.grammar import DigestCommand
+from bot.runs.evals import primary_metric
+from bot.scheduler import PERSISTENT, latest_fire_time
+from bot.settings import Settings
+from storage import repos
+from storage.db import SessionFactory
+from storage.models import ApprovalRequest, Run
+
+log = logging.getLogger(__name__)
+
+
+def _permalink(base: str | None, channel: str, ts: str | None) -> str | None:
+    if not base or not ts:
+        return None
+    return f"{base.rstrip('/')}/archives/{channel}/p{ts.replace('.', '')}"
+
+
+class DigestRuntime:
+    """What digests need at run time: settings, database, Slack client, scheduler, clock."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        sessions: SessionFactory,
+        client: WebClient,
+        scheduler: BaseScheduler,
+        clock: Callable[[], datetime],
+        key: str = "default",
+    ) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.client = client
+        self.scheduler = scheduler
+        self.clock = clock
+        self.key = key
+        self._workspace_url: str | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Make this process's runtime reachable for stored jobs and align jobs with the schedules table."""
+        attach(self)
+        self.sync_jobs()
+
+    def stop(self) -> None:
+        """Forget this runtime (the scheduler is stopped by its owner)."""
+        detach(self)
+
+    def sync_jobs(self) -> None:
+        """Every stored schedule has exactly its job; jobs without a schedule are removed."""
+        with self.sessions() as s:
+            schedules = {sch.channel: (sch.cron, sch.timezone) for sch in repos.list_digest_schedules(s)}
+        for job in self.scheduler.get_jobs(jobstore=PERSISTENT):
+            if job.id.startswith("digest:") and job.id.removeprefix("digest:") not in schedules:
+                job.remove()
+        for channel, (cron, tz) in schedules.items():
+            existing = self.scheduler.get_job(f"digest:{channel}", jobstore=PERSISTENT)
+            if existing is None or str(existing.trigger) != str(CronTrigger.from_crontab(cron, timezone=tz)):
+                self._add_job(channel, cron, tz)
+
+    def _add_job(self, channel: str, cron: str, tz: str) -> None:
+        self.scheduler.add_job(
+            digest_job,
+            CronTrigger.from_crontab(cron, timezone=tz),
+            args=[self.key, channel],
+            id=f"digest:{channel}",
+            name=f"digest {channel}",
+            jobstore=PERSISTENT,
+            replace_existing=True,
+        )
+
+    # --- the command ----------------------------------------------------------------------------
+
+    def apply(self, cmd: DigestCommand, *, channel: str, user: str) -> str:
+        """Carry out `/finetune digest …` in `channel`; the reply text for the user."""
+        if cmd.mode == "now":
+            ts = self.post_now(channel)
+            return "Posted the digest." if ts else "Could not post the digest; see the bot's log."
+        if cmd.mode == "off":
+            with self.sessions() as s:
+                removed = repos.delete_digest_schedule(s, channel=channel)
+                repos.add_audit(s, user=user, channel=channel, command="digest off", outcome="ok")
+            with contextlib.suppress(JobLookupError):
+                self.scheduler.remove_job(f"digest:{channel}", jobstore=PERSISTENT)
+            return "Digests are off for this channel." if removed else "This channel had no digest schedule."
+        tz = cmd.tz or self.settings.finetune.timezone
+        cron = cron_for(cmd)
+        with self.sessions() as s:
+            repos.upsert_digest_schedule(s, channel=channel, cron=cron, timezone=tz, created_by=user)
+            repos.add_audit(s, user=user, channel=channel, command=f"digest {cmd.mode} {cron} {tz}", outcome="ok")
+        self._add_job(channel, cron, tz)
+        when = cmd.time if cmd.mode == "daily" else f"{cmd.day} {cmd.time}"
+        nxt = CronTrigger.from_crontab(cron, timezone=tz).get_next_fire_time(None, self.clock())
+        return (
+            f"Digest scheduled {cmd.mode} at {when} ({tz}); next one {nxt:%Y-%m-%d %H:%M %Z}."
+            if nxt
+            else f"Digest scheduled {cmd.mode} at {when} ({tz})."
+        )
+
+    # --- posting --------------------------------------------------------------------------------
+
+    def post_now(self, channel: str) -> str | None:
+        """Post a digest on demand; the message ts."""
+        now = self.clock()
+        return self._post(channel, slot_at=now, kind="now", scheduled_for=None, period=timedelta(days=1))
+
+    def post_scheduled(self, channel: str) -> str | None:
+        """Post the digest of the channel's latest due slot, unless some process already posted it."""
+        with self.sessions() as s:
+            schedule = next((x for x in repos.list_digest_schedules(s) if x.channel == channel), None)
+        if schedule is None:
+            log.info("digest job for %s has no schedule any more", channel)
+            return None
+        now = self.clock()
+        trigger = CronTrigger.from_crontab(schedule.cron, timezone=schedule.timezone)
+        slot = latest_fire_time(trigger, now)
+        if slot is None:
+            log.warning("digest job for %s ran with no due slot", channel)
+            return None
+        period = timedelta(days=7) if schedule.cron.split()[4] != "*" else timedelta(days=1)
+        return self._post(channel, slot_at=slot, kind="scheduled", scheduled_for=slot, period=period)
+
+    def _post(
+        self, channel: str, *, slot_at: datetime, kind: str, scheduled_for: datetime | None, period: timedelta
+    ) -> str | None:
+        with self.sessions() as s:
+            claim = repos.claim_digest_slot(s, channel=channel, slot_at=slot_at, kind=kind)
+        if claim is None:
+            log.info("digest %s for %s at %s was posted by another process", kind, channel, slot_at)
+            return None
+        try:
+            now = self.clock()
+            data = self.collect(channel, now=now, scheduled_for=scheduled_for, period=period)
+            blocks = compose_digest(data, now)
+            response = self.client.chat_postMessage(channel=channel, text=digest_fallback_text(data), blocks=blocks)
+        except (SlackApiError, OSError):
+            # Give the slot back so a retry (the next start, or `digest now`) is not blocked; never swallowed.
+            with self.sessions() as s:
+                repos.release_digest_slot(s, post_id=claim)
+            log.exception("posting the digest for %s failed", channel)
+            raise
+        ts = str(response["ts"])
+        late = scheduled_for is not None and now - scheduled_for > timedelta(minutes=5)
+        with self.sessions() as s:
+            repos.complete_digest_post(s, post_id=claim, message_ts=ts, late=late)
+            repos.record_posted_message(s, channel=channel, ts=ts, purpose="digest")
+        return ts
+
+    # --- data -----------------------------------------------------------------------------------
+
+    def workspace_url(self) -> str | None:
+        """The workspace's base URL (from auth.test, once), to link cards without one API call per run."""
+        if self._workspace_url is None:
+            try:
+                self._workspace_url = str(self.client.auth_test().get("url") or "")
+            except SlackApiError:
+                log.warning("auth.test failed; digest links are left out")
+                self._workspace_url = ""
+        return self._workspace_url or None
+
+    def collect(self, channel: str, *, now: datetime, scheduled_for: datetime | None, period: timedelta) -> DigestData:
+        """Load what the digest shows in a constant number of queries."""
+        base = self.workspace_url()
+        with self.sessions() as s:
+            since = repos.last_digest_at(s, channel=channel) or (scheduled_for or now) - period
+            runs = repos.digest_runs(s, channel=channel, since=since)
+            requests = repos.open_approval_requests(s, channel=channel)
+            digest_runs = [to_digest_run(run, base) for run in runs]
+            approvals = [self._to_digest_approval(req, run, users, base, now) for req, run, users in requests]
+        return DigestData(
+            channel=channel,
+            since=since,
+            runs=digest_runs,
+            approvals=[a for a in approvals if a is not None],
+            scheduled_for=scheduled_for,
+            timezone=self._channel_tz(channel),
+            more_link=f"{base.rstrip('/')}/archives/{channel}" if base else None,
+        )
+
+    def _channel_tz(self, channel: str) -> str:
+        with self.sessions() as s:
+            schedule = next((x for x in repos.list_digest_schedules(s) if x.channel == channel), None)
+        return schedule.timezone if schedule else self.settings.finetune.timezone
+
+    def _to_digest_approval(
+        self, req: ApprovalRequest, run: Run, approved_by: list[str], base: str | None, now: datetime
+    ) -> DigestApproval | None:
+        if req.expires_at is not None and req.expires_at <= now:
+            return None
+        excluded = {*approved_by, req.requester, run.requester}
+        return DigestApproval(
+            model=req.model,
+            version=req.version,
+            run_name=run.name,
+            requester=req.requester,
+            created_at=req.created_at,
+            approved_by=approved_by,
+            quorum=req.quorum,  # the quorum the request was made under
+            can_still_approve=[u for u in self.settings.finetune.approvers if u not in excluded],
+            link=_permalink(base, req.channel, req.message_ts),
+        )
+
+
+def to_digest_run(run: Run, base: str | None) -> DigestRun:
+    """The digest's view of a stored run."""
+    metric, higher = primary_metric(run.eval_contract)
+    value = run.last_metrics.get(metric)
+    return DigestRun(
+        name=run.name,
+        recipe=run.recipe_name,
+        status=run.status,
+        requester=run.requester,
+        created_at=run.created_at,
+        finished_at=run.finished_at,
+        link=_permalink(base, run.channel, run.card_ts),
+        comparable=run.comparable,
+        pinned=run.comparable,
+        stuck=run.stuck_flagged_at is not None and run.finished_at is None,
+        eval_contract_hash=run.eval_contract_hash,
+        metric_name=metric,
+        metric_value=float(value) if isinstance(value, int | float) else None,
+        greater_is_better=higher,
+    )

@@ -1,0 +1,94 @@
+"""Help and usage: what each subcommand does, and the reply to a command the user got wrong."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.grammar import CommandError
+from bot.slack.blocks import context, escape, header, section, sections
+
+THREAD_NOTE = (
+    "Slash commands are not available inside Slack threads: use the buttons on a run's status card "
+    "(logs, stop, resume, compare, register) for actions in its thread."
+)
+
+USAGE: dict[str, str] = {
+    "run": "/finetune run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run]",
+    "status": "/finetune status [RUN]",
+    "logs": "/finetune logs RUN [lines=N]",
+    "compare": "/finetune compare RUN RUN… [metric=NAME] [--exploratory]",
+    "stop": "/finetune stop RUN",
+    "resume": "/finetune resume RUN [checkpoint=latest|step-N]",
+    "register": "/finetune register RUN model=NAME [version=V]",
+    "recipes": "/finetune recipes",
+    "presets": "/finetune presets",
+    "digest": "/finetune digest (daily HH:MM | weekly DAY HH:MM | off | now) [TZ]",
+    "trace": "/finetune trace MODEL[:VERSION]",
+    "help": "/finetune help [SUBCOMMAND]",
+}
+
+HELP: dict[str, str] = {
+    "run": (
+        "Start a training run from a recipe. The recipe fixes the model, data, code and image (pinned) "
+        "and says which training keys you may override, with their types and bounds; presets choose "
+        "the cluster settings (resources, placement, queue) and stack in order, e.g. `preset=gpu-1x,spot`. "
+        "Cluster keys such as `gpus=` or `nodeSelector=` are refused as overrides: pick a preset. "
+        "`--dry-run` shows the compiled plan (pins, params and where each came from, resources, eval "
+        "contract hash, memory estimate, warnings) without submitting anything. Values with spaces go "
+        "in quotes.\nExample: `/finetune run recipe=sft-tiny lr=3e-3 preset=cpu-small --dry-run`"
+    ),
+    "status": (
+        "Show a run's status card, or without RUN the active runs of this channel. RUN is a run uuid, "
+        "its first 8 characters, or a run name."
+    ),
+    "logs": "Post the last N log lines of a run (default 50, at most 1000) in its thread, secrets redacted.",
+    "compare": (
+        "Compare two or more runs on one metric (default: the eval contract's first metric): a table and a "
+        "plot in the thread. Runs must share one eval contract; runs labelled non-comparable (exploration) "
+        "are refused unless you add `--exploratory`."
+    ),
+    "stop": "Stop a running run; it keeps its metrics and last checkpoint.",
+    "resume": "Continue a stopped or failed run from its latest checkpoint, or from `checkpoint=step-N`.",
+    "register": (
+        "Ask to register a run's model as a version in the registry. The bot posts an approval request "
+        "with the criteria and their evidence; approvers react with the approval emoji on that message "
+        "(not the requester); a quorum registers the version."
+    ),
+    "recipes": "List the recipes: what each trains, its component, default presets and overridable keys.",
+    "presets": "List the presets: the cluster settings each adds. Presets stack in the order you give them.",
+    "digest": (
+        "Schedule this channel's digest of finished, failed, stuck and awaiting-decision runs: "
+        "`daily 09:00`, `weekly mon 09:00`, optionally with a time zone (`Europe/Berlin`, default UTC); "
+        "`off` stops it, `now` posts one immediately."
+    ),
+    "trace": "Trace a registered model version back to its run, recipe, pins, data and eval results.",
+    "help": "Show help for every subcommand, or for one: `/finetune help run`.",
+}
+
+
+def render_help(topic: str | None) -> list[dict[str, Any]]:
+    """Help for one subcommand, or for all of them; mentions that slash commands do not work in threads."""
+    if topic in HELP:
+        assert topic is not None
+        return [
+            header(f"/finetune {topic}"),
+            section(f"`{USAGE[topic]}`\n{escape(HELP[topic])}"),
+            context(THREAD_NOTE),
+        ]
+    lines = [f"• `{USAGE[name]}` — {escape(HELP[name].split('. ')[0].rstrip('.'))}." for name in USAGE]
+    return [
+        header("/finetune"),
+        *sections("", lines),
+        context("`/finetune help SUBCOMMAND` for details. " + THREAD_NOTE),
+    ]
+
+
+def render_command_error(err: CommandError) -> list[dict[str, Any]]:
+    """A short reply for a user error: the message, the closest valid names, a pointer to help."""
+    blocks: list[dict[str, Any]] = [section(f":x: {err.message if err.mrkdwn else escape(err.message)}")]
+    hints = []
+    if err.suggestions:
+        hints.append("Did you mean " + ", ".join(f"`{escape(s)}`" for s in err.suggestions[:5]) + "?")
+    hints.append("See `/finetune help`.")
+    blocks.append(context(*hints))
+    return blocks

@@ -1,0 +1,108 @@
+"""The dry-run reply: a compiled plan with its pins, params and where each came from, resources and warnings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.catalog import Plan
+from bot.slack.blocks import cap_blocks, clip, context, escape, header, section, sections
+
+MAX_VALUE_SHOWN = 120
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, str):
+        first = value.splitlines()[0] if value else ""
+        text = repr(first) if value == first else f"{first!r} … ({len(value.splitlines())} lines)"
+    else:
+        text = str(value)
+    return escape(clip(text, MAX_VALUE_SHOWN))
+
+
+def _short(digest: str) -> str:
+    """`sha256:abcdef123456…` for a digest, the text itself otherwise."""
+    if digest.startswith("sha256:") and len(digest) > 19:
+        return digest[:19] + "…"
+    if "@sha256:" in digest:
+        name, _, hexpart = digest.partition("@sha256:")
+        return f"{name}@sha256:{hexpart[:12]}…"
+    return digest
+
+
+def _resource_lines(resources: dict[str, Any]) -> list[str]:
+    lines = [f"• run kind `{resources.get('run_kind')}`, replicas {resources.get('replicas')}"]
+    gpus_total = resources.get("gpus_total") or 0
+    gpu_line = f"• GPUs: {gpus_total}" if gpus_total else "• GPUs: none (CPU)"
+    if gpus_total and resources.get("gpus_per_replica") != gpus_total:
+        gpu_line += f" ({resources.get('gpus_per_replica')} per replica)"
+    if resources.get("gpu_memory_gib"):
+        gpu_line += f", {resources['gpu_memory_gib']} GiB each"
+    lines.append(gpu_line)
+    for key in ("requests", "limits"):
+        if resources.get(key):
+            pairs = ", ".join(f"{k}={v}" for k, v in resources[key].items())
+            lines.append(f"• {key}: {escape(pairs)}")
+    if resources.get("node_selector"):
+        pairs = ", ".join(f"{k}={v}" for k, v in resources["node_selector"].items())
+        lines.append(f"• node selector: {escape(pairs)}")
+    if resources.get("tolerations"):
+        names = ", ".join(str(t.get("key")) for t in resources["tolerations"])
+        lines.append(f"• tolerations: {escape(names)}")
+    if resources.get("queue"):
+        lines.append(f"• queue: `{escape(str(resources['queue']))}`")
+    if resources.get("max_retries"):
+        lines.append(f"• retries on failure/preemption: {resources['max_retries']}")
+    return lines
+
+
+def render_plan(plan: Plan) -> list[dict[str, Any]]:
+    """The dry-run reply: recipe, pins, params with provenance, resources, eval contract, memory, warnings."""
+    title = f"{'Dry run' if plan.dry_run else 'Plan'}: {plan.recipe}"
+    status = "comparable" if plan.comparable else ":warning: *non-comparable* (exploration)"
+    presets = ", ".join(f"`{p}`" for p in plan.presets) or "none"
+    blocks: list[dict[str, Any]] = [
+        header(title),
+        section(
+            f"*Recipe* `{plan.recipe}` ({escape(plan.recipe_file)}, `{_short(plan.recipe_hash)}`)\n"
+            f"*Component* `{plan.component}` · *Presets* {presets} · {status}"
+        ),
+    ]
+    pin_lines = [f"• {name}: `{escape(_short(value))}`" for name, value in plan.pins.items()]
+    pin_lines += [f"• :warning: unpinned: {escape(reason)}" for reason in plan.unpinned]
+    blocks += sections("*Pins*", pin_lines)
+
+    chosen, defaults = [], []
+    for name, value in plan.params.items():
+        origin = plan.provenance.get(name, "?")
+        if origin == "component default":
+            defaults.append(f"{name}={_value(value)}")
+        else:
+            chosen.append(f"• `{name}` = {_value(value)}  ← _{escape(origin)}_")
+    blocks += sections("*Params* (effective value ← where it came from)", chosen)
+    if defaults:
+        blocks += sections("*Component defaults*", [", ".join(defaults)])
+
+    resource_lines = _resource_lines(plan.resources)
+    cluster = [
+        f"• `{escape(field)}` ← _{escape(origin)}_"
+        for field, origin in plan.provenance.items()
+        if "." in field or field in ("queue", "termination")
+    ]
+    blocks += sections("*Resources* (from presets)", resource_lines + cluster)
+
+    if plan.eval_contract_hash:
+        fields = ", ".join(f"{k}={_value(v)}" for k, v in plan.eval_contract.items())
+        blocks += sections("*Eval contract*", [f"hash `{plan.eval_contract_hash}`", fields])
+    else:
+        blocks.append(section("*Eval contract*: none (this recipe defines no fixed evaluation)"))
+    if plan.memory is not None:
+        blocks.append(section(f"*Preflight memory*: {escape(plan.memory.summary())}"))
+    warning_lines = [f"• :warning: {escape(w)}" for w in plan.warnings] or ["none"]
+    blocks += sections("*Warnings*", warning_lines)
+    if plan.dry_run:
+        blocks.append(
+            context("Nothing was submitted (`--dry-run`). Run the same command without `--dry-run` to start it.")
+        )
+    return cap_blocks(blocks, "…plan truncated to fit Slack's 50-block limit.")

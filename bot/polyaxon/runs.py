@@ -1,0 +1,170 @@
+"""Projects and runs: create the project, submit, find, list, stop and copy runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from bot.polyaxon.base import GatewayBase, _utc
+from bot.polyaxon.types import DONE_STATUSES, GatewayError, RunInfo, StatusCondition
+
+_ACTIVE_LIMIT = 1000
+
+
+class RunsApi(GatewayBase):
+    """The run lifecycle as the bot uses it."""
+
+    def ensure_project(self) -> None:
+        """Create the gateway's project if it does not exist yet."""
+        projects = self._client.projects_v1
+
+        def existing() -> Any:
+            try:
+                return projects.get_project(self.owner, self.project)
+            except Exception as exc:
+                if getattr(exc, "status", None) == 404:
+                    return None
+                raise
+
+        if self._read(f"look up project {self.owner}/{self.project}", lambda: [existing()])[0] is not None:
+            return
+        self._write(
+            f"create project {self.owner}/{self.project}",
+            lambda: projects.create_project(self.owner, {"name": self.project}),
+            landed=existing,
+        )
+
+    def submit(
+        self,
+        operation: dict[str, Any],
+        *,
+        name: str,
+        tags: Sequence[str] = (),
+        description: str | None = None,
+    ) -> RunInfo:
+        """Submit a compiled operation (a `V1Operation` dict) as run `name`; returns an existing run of that name."""
+        existing = self.find_run(name)
+        if existing is not None:
+            return existing
+        body: dict[str, Any] = {
+            "name": name,
+            "content": _operation_content(operation),
+            "tags": list(tags),
+            "is_managed": True,
+            "managed_by": "agent",
+        }
+        if description:
+            body["description"] = description
+        run = self._write(
+            f"submit run {name}",
+            lambda: self._client.runs_v1.create_run(self.owner, self.project, body),
+            landed=lambda: self._find_raw(name),
+        )
+        return self._run_from_api(run)
+
+    def _find_raw(self, name: str) -> Any:
+        response = self._client.runs_v1.list_runs(self.owner, self.project, query=f"name:{name}", limit=2)
+        results = [r for r in (response.results or []) if r.name == name] if response else []
+        return results[0] if results else None
+
+    def find_run(self, name: str) -> RunInfo | None:
+        """The run called `name` in the project, or None."""
+        raw = self._read(f"look up run {name}", lambda: [self._find_raw(name)])[0]
+        return self._run_from_api(raw) if raw is not None else None
+
+    def get_run(self, uuid: str, *, with_conditions: bool = True) -> RunInfo:
+        """One run, with its status conditions (two requests) unless `with_conditions=False`."""
+        raw = self._read(f"get run {uuid}", lambda: self._client.runs_v1.get_run(self.owner, self.project, uuid))
+        info = self._run_from_api(raw)
+        if with_conditions:
+            statuses = self._read(
+                f"get the statuses of run {uuid}",
+                lambda: self._client.runs_v1.get_run_statuses(self.owner, self.project, uuid),
+            )
+            info.conditions = [
+                StatusCondition(
+                    type=str(c.type),
+                    reason=c.reason,
+                    message=c.message,
+                    at=_utc(c.last_transition_time or c.last_update_time),
+                )
+                for c in (statuses.status_conditions or [])
+            ]
+        return info
+
+    def list_active_runs(self) -> list[RunInfo]:
+        """All runs of the project that are not done, in ONE request (what the watcher polls)."""
+        query = "status:~" + "|".join(sorted(DONE_STATUSES))
+        response = self._read(
+            f"list the active runs of {self.owner}/{self.project}",
+            lambda: self._client.runs_v1.list_runs(
+                self.owner, self.project, query=query, sort="-created_at", limit=_ACTIVE_LIMIT
+            ),
+        )
+        return [self._run_from_api(r) for r in (response.results or [])]
+
+    def list_runs(self, *, limit: int = 50, query: str | None = None) -> list[RunInfo]:
+        """The newest runs of the project (optionally filtered by a Polyaxon query), one request."""
+        response = self._read(
+            f"list the runs of {self.owner}/{self.project}",
+            lambda: self._client.runs_v1.list_runs(
+                self.owner, self.project, query=query, sort="-created_at", limit=limit
+            ),
+        )
+        return [self._run_from_api(r) for r in (response.results or [])]
+
+    def stop(self, uuid: str) -> None:
+        """Ask Polyaxon to stop a run (the agent SIGTERMs it, SIGKILLs after its grace period)."""
+
+        def already_stopping() -> bool | None:
+            run = self._client.runs_v1.get_run(self.owner, self.project, uuid)
+            return True if run is not None and run.status in DONE_STATUSES | {"stopping"} else None
+
+        self._write(
+            f"stop run {uuid}",
+            lambda: self._client.runs_v1.stop_run(self.owner, self.project, uuid) or True,
+            landed=already_stopping,
+        )
+
+    def copy_run(
+        self,
+        uuid: str,
+        *,
+        name: str,
+        operation: dict[str, Any] | None = None,
+        params: dict[str, Any] | None = None,
+        tags: Sequence[str] = (),
+        description: str | None = None,
+    ) -> RunInfo:
+        """A new run that starts with a copy of run `uuid`'s artifacts (Polyaxon's `restart(copy=True)`).
+
+        The parent's spec is reused, with `params` (input name -> value, e.g. `resume_from`)
+        patched over it; `operation` (a compiled `V1Operation` dict) replaces the spec instead
+        (Polyaxon's `recompile`). The copied files land in the new run's artifacts folder, so the
+        new op finds the parent's checkpoints under its own outputs path. Idempotent on `name`.
+        """
+        existing = self.find_run(name)
+        if existing is not None:
+            return existing
+        body: dict[str, Any] = {"name": name, "tags": list(tags)}
+        if operation is not None:
+            body["content"] = _operation_content(operation)
+            body["meta_info"] = {"recompile": True}
+        elif params:
+            override = {"version": 1.1, "kind": "operation", "params": {k: {"value": v} for k, v in params.items()}}
+            body["content"] = _operation_content(override)
+        if description:
+            body["description"] = description
+        run = self._write(
+            f"copy run {uuid} as {name}",
+            lambda: self._client.runs_v1.copy_run(self.owner, self.project, uuid, body),
+            landed=lambda: self._find_raw(name),
+        )
+        return self._run_from_api(run)
+
+
+def _operation_content(operation: dict[str, Any]) -> str:
+    if not isinstance(operation, dict) or operation.get("kind") != "operation":
+        raise GatewayError("submit needs a compiled operation (a V1Operation dict with kind: operation)")
+    return json.dumps(operation)

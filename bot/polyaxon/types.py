@@ -1,0 +1,99 @@
+"""The bot's own view of Polyaxon: runs, logs, metrics, lineage and model versions, and the gateway's errors.
+
+Plain pydantic models: callers never see a Polyaxon client type.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+DONE_STATUSES = frozenset({"succeeded", "failed", "stopped", "skipped", "upstream_failed", "done"})
+
+
+class GatewayError(Exception):
+    """Polyaxon could not do what the bot asked; the message says what and why."""
+
+
+class RunNotFoundError(GatewayError):
+    """No run with that uuid or name in the project."""
+
+
+class StatusCondition(BaseModel):
+    """One status transition of a run."""
+
+    type: str
+    reason: str | None = None
+    message: str | None = None
+    at: datetime | None = None
+
+
+class RunInfo(BaseModel):
+    """A Polyaxon run as the bot sees it."""
+
+    uuid: str
+    name: str
+    status: str
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    outputs: dict[str, Any] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list)
+    description: str | None = None
+    original_uuid: str | None = None
+    conditions: list[StatusCondition] = Field(default_factory=list)
+
+    @property
+    def is_done(self) -> bool:
+        """Whether the run reached a final status."""
+        return self.status in DONE_STATUSES
+
+
+class LogLine(BaseModel):
+    """One log line of a run."""
+
+    timestamp: datetime
+    container: str | None = None
+    value: str
+
+
+class LogTail(BaseModel):
+    """The last lines of a run's logs and a cursor: pass `cursor` as `since` to get only newer ones."""
+
+    lines: list[LogLine]
+    cursor: datetime | None = None
+
+
+class MetricPoint(BaseModel):
+    """One logged value of a metric."""
+
+    step: int | None = None
+    timestamp: datetime | None = None
+    value: float
+
+
+class Artifact(BaseModel):
+    """One lineage entry of a run (a metric, an output file or folder, a model, a code ref...)."""
+
+    name: str
+    kind: str
+    path: str | None = None
+    is_input: bool = False
+    summary: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelVersion(BaseModel):
+    """A model version in Polyaxon's project-version registry."""
+
+    name: str
+    project: str
+    run_uuid: str | None = None
+    stage: str | None = None
+    description: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    artifacts: list[str] = Field(default_factory=list)
+    content: dict[str, Any] | str | None = None
+    created_at: datetime | None = None

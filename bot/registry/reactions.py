@@ -1,0 +1,193 @@
+"""Approval by reaction: what one `reaction_added` / `reaction_removed` on an approval request means, and acting on it.
+
+The policy (who may approve, which emoji, where) is pure (`policy.judge_reaction`); this part binds it to the
+request rows, the approvals table, the audit log and the run's thread. Anything that is not an approval is
+ignored for the count, audited, and answered once in the thread with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+
+from bot.registry.candidate import fresh_digest
+from bot.registry.deps import RegistryDeps
+from bot.registry.policy import RequestView, Verdict, judge_reaction
+from bot.registry.states import RequestStates
+from storage import repos
+from storage.models import ApprovalRequest, Run
+
+_SKIN_TONE = re.compile(r"::skin-tone-\d$")
+
+
+def _view_status(status: str) -> Any:
+    # Quorum reached (approved, registering): the count is closed, as it is once registered.
+    return "registering" if status in ("approved", "registering") else status
+
+
+class ReactionJudge:
+    """Judges reactions on approval requests; an approval that completes a quorum calls `on_quorum`."""
+
+    def __init__(self, deps: RegistryDeps, states: RequestStates, on_quorum: Callable[[int], None]) -> None:
+        self.deps = deps
+        self.states = states
+        self.on_quorum = on_quorum
+
+    def on_reaction(self, event: dict[str, Any]) -> None:
+        """Judge one reaction_added / reaction_removed; reactions unrelated to approval requests are ignored."""
+        item = event.get("item") or {}
+        if item.get("type") != "message":
+            return
+        added = event.get("type") == "reaction_added"
+        channel, ts = str(item.get("channel") or ""), str(item.get("ts") or "")
+        user = str(event.get("user") or "")
+        reaction = _SKIN_TONE.sub("", str(event.get("reaction") or ""))
+        if not user or user == self.deps.bot_user():
+            return
+        with self.deps.runs.sessions() as s:
+            request = repos.get_approval_request_by_message(s, channel=channel, message_ts=ts)
+            on_request = request is not None
+            if request is None:
+                # The approval emoji on another of the bot's messages of a run with an open request: tell them
+                # where approvals count. Anything else is none of the bot's business.
+                posted = repos.get_posted_message(s, channel=channel, ts=ts)
+                if not added or reaction != self.deps.reaction or posted is None or posted.run_id is None:
+                    return
+                open_requests = repos.list_approval_requests(s, statuses=["open"], run_id=posted.run_id)
+                if not open_requests:
+                    return
+                request = open_requests[-1]
+            run = repos.get_run(s, run_id=request.run_id)
+            approved = {a.user for a in repos.active_approvals(s, request_id=request.id or 0)}
+        if run is None:
+            return
+        if (
+            not added
+            and on_request
+            and reaction == self.deps.reaction
+            and user in approved
+            and request.status == "approved"
+            and self.states.reopen(request)
+        ):
+            # Quorum was reached but registration has not started (Polyaxon was down): the removal still
+            # comes before registration, so it revokes, and the request waits for its quorum again.
+            request.status = "open"
+        verdict = self.judge(
+            request, run, added=added, on_request=on_request, user=user, reaction=reaction, approved=approved
+        )
+        if verdict.counts:
+            fresh = fresh_digest(self.deps, run)
+            if fresh is not None and fresh != request.candidate_digest:
+                self.states.void(request, run, new_digest=fresh)
+                verdict = self.judge(
+                    request,
+                    run,
+                    added=added,
+                    on_request=on_request,
+                    user=user,
+                    reaction=reaction,
+                    approved=approved,
+                    current_digest=fresh,
+                )
+        self.act(request, run, verdict, added=added, user=user, reaction=reaction)
+
+    def judge(
+        self,
+        request: ApprovalRequest,
+        run: Run,
+        *,
+        added: bool,
+        on_request: bool,
+        user: str,
+        reaction: str,
+        approved: set[str],
+        current_digest: str | None = None,
+    ) -> Verdict:
+        view = RequestView(
+            status=_view_status(request.status),
+            requester=request.requester,
+            run_requester=run.requester,
+            expires_at=request.expires_at,
+            candidate_digest=request.candidate_digest,
+            current_digest=current_digest,
+        )
+        return judge_reaction(
+            added=added,
+            request=view,
+            on_request_message=on_request,
+            user=user,
+            reaction=reaction,
+            approval_reaction=self.deps.reaction,
+            approvers=self.deps.runs.people.approvers(),
+            already_approved=approved,
+            now=self.deps.runs.clock(),
+        )
+
+    def act(
+        self, request: ApprovalRequest, run: Run, verdict: Verdict, *, added: bool, user: str, reaction: str
+    ) -> None:
+        request_id = request.id or 0
+        verb = "reaction_added" if added else "reaction_removed"
+        outcome = "ignored"
+        progress: str | None = None
+        reason = verdict.reason
+        if verdict.code == "counts":
+            with self.deps.runs.sessions() as s:
+                try:
+                    recorded = repos.add_approval(
+                        s, request_id=request_id, user=user, reaction=reaction, message_ts=request.message_ts or ""
+                    )
+                    s.commit()
+                except IntegrityError:  # the same approval, recorded by a concurrent delivery
+                    s.rollback()
+                    recorded = None
+            if recorded is None:  # a concurrent event for the same reaction recorded it first
+                verdict = Verdict(code="duplicate")
+            else:
+                outcome = "ok"
+                with self.deps.runs.sessions() as s:
+                    count = len(repos.active_approvals(s, request_id=request_id))
+                progress = f":{self.deps.reaction}: <@{user}> approved `{request.model}` ({count}/{request.quorum})."
+        elif verdict.code == "revokes":
+            with self.deps.runs.sessions() as s:
+                revoked = repos.revoke_approval(s, request_id=request_id, user=user)
+                count = len(repos.active_approvals(s, request_id=request_id))
+            if revoked is not None:
+                outcome = "ok"
+                progress = (
+                    f":leftwards_arrow_with_hook: <@{user}> withdrew their approval of `{request.model}` "
+                    f"({count}/{request.quorum})."
+                )
+        elif verdict.code == "expired" and request.status == "open":
+            self.states.expire(request, run)
+        elif verdict.code == "closed" and not added and request.status == "registered":
+            with self.deps.runs.sessions() as s:
+                registration = repos.registration_for_request(s, request_id=request_id)
+            label = f"{request.model}:{registration.version}" if registration else request.model
+            reason = f"<@{user}> removed :{reaction}: after registration: `{label}` stays registered"
+        elif verdict.code == "closed" and not added and request.status in ("approved", "registering"):
+            # The registration call is in flight: too late to withdraw (an approved request is reopened above).
+            reason = (
+                f"<@{user}> removed :{reaction}: while `{request.model}` was being registered: "
+                "the approval stands for this registration"
+            )
+        with self.deps.runs.sessions() as s:
+            repos.add_audit(
+                s,
+                user=user,
+                channel=request.channel,
+                command=f"{verb} :{reaction}: on approval request {request_id}",
+                outcome=outcome,
+                detail=verdict.code + (f": {reason}" if reason else ""),
+                run_id=run.id,
+            )
+        if progress is not None:
+            self.deps.runs.thread.post_thread(run, progress, purpose="approval")
+        if reason and self.deps.first_notice(request_id, user, verdict.code):
+            self.deps.runs.thread.post_thread(run, f":information_source: {reason}", purpose="approval_notice")
+        if outcome == "ok":
+            # An approval may complete the quorum; so may a revocation on a reopened request that kept it.
+            self.on_quorum(request_id)

@@ -1,0 +1,84 @@
+"""RegistrationService: approval-gated registration as handlers and the watcher see it.
+
+`register.py` makes a request, `reactions.py` judges reactions on it, `states.py` reopens, expires and voids
+it, `registration.py` registers at quorum (exactly once) and `trace.py` shows the chain afterwards. The policy
+is pure, in `policy.py`. This class only builds the parts on one `RegistryDeps` and hands work to them.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bot.grammar import RegisterCommand, TraceCommand
+from bot.registry.deps import RegistryDeps
+from bot.registry.reactions import ReactionJudge
+from bot.registry.register import RequestMaker
+from bot.registry.registration import Registrar
+from bot.registry.states import RequestStates
+from bot.registry.trace import Tracer
+from bot.runs import Reply, RunService
+
+if TYPE_CHECKING:
+    from bot.polyaxon import PolyaxonGateway
+
+
+class RegistrationService:
+    """Posts approval requests, judges reactions on them, registers approved candidates, traces versions."""
+
+    def __init__(
+        self, runs: RunService, *, criteria_dir: Path | None = None, gateway: PolyaxonGateway | None = None
+    ) -> None:
+        settings = runs.settings.finetune
+        self.deps = RegistryDeps(
+            runs=runs,
+            gateway=gateway or runs.gateway,
+            criteria_dir=criteria_dir or Path(settings.catalog_dir) / "criteria",
+            reaction=settings.approval_reaction,
+            quorum=settings.approval_quorum,
+            ttl=timedelta(hours=settings.approval_ttl_hours),
+        )
+        self.states = RequestStates(self.deps)
+        self.registrar = Registrar(self.deps, self.states)
+        self.requests = RequestMaker(self.deps, self.states)
+        self.reactions = ReactionJudge(self.deps, self.states, on_quorum=self.registrar.maybe_register)
+        self.tracer = Tracer(self.deps)
+
+    @property
+    def gateway(self) -> PolyaxonGateway:
+        """The Polyaxon gateway registration talks to (tests swap it to simulate an outage)."""
+        return self.deps.gateway
+
+    @gateway.setter
+    def gateway(self, gateway: PolyaxonGateway) -> None:
+        self.deps.gateway = gateway
+
+    @property
+    def quorum(self) -> int:
+        """Distinct approvals a new request needs (a request keeps the quorum it was made under)."""
+        return self.deps.quorum
+
+    @quorum.setter
+    def quorum(self, quorum: int) -> None:
+        self.deps.quorum = quorum
+
+    def register(self, cmd: RegisterCommand, *, user: str, channel: str) -> Reply:
+        """`/finetune register RUN model=NAME`."""
+        return self.requests.register(cmd, user=user, channel=channel)
+
+    def on_reaction(self, event: dict[str, Any]) -> None:
+        """Judge one reaction_added / reaction_removed; reactions unrelated to approval requests are ignored."""
+        self.reactions.on_reaction(event)
+
+    def trace(self, cmd: TraceCommand) -> Reply:
+        """`/finetune trace MODEL[:VERSION]`."""
+        return self.tracer.trace(cmd)
+
+    def expire_due(self) -> int:
+        """Close every open request past its expiry (a watcher tick); how many were closed now."""
+        return self.states.expire_due()
+
+    def retry_pending(self) -> int:
+        """Register requests left approved or claimed by a process that died; how many now."""
+        return self.registrar.retry_pending()

@@ -1,0 +1,102 @@
+"""The life of an approval request after it is made: reopened, expired or voided — once, whoever gets there first.
+
+Each change is one conditional UPDATE of the request row (a claim), so concurrent reactions, the watcher and
+a re-issued command can race and exactly one of them tells the thread.
+"""
+
+from __future__ import annotations
+
+from bot.registry.deps import RegistryDeps
+from storage import repos
+from storage.models import ApprovalRequest, Run
+
+
+class RequestStates:
+    """Moves approval requests between open, approved, expired and voided, and says so in the run's thread."""
+
+    def __init__(self, deps: RegistryDeps) -> None:
+        self.deps = deps
+
+    def reopen(self, request: ApprovalRequest) -> bool:
+        """Approved but not yet registering -> open again; False once a registration attempt has claimed it."""
+        with self.deps.runs.sessions() as s:
+            return repos.claim_approval_request(
+                s, request_id=request.id or 0, from_statuses=["approved"], to_status="open", decided_at=None
+            )
+
+    def expire(self, request: ApprovalRequest, run: Run) -> bool:
+        """Close an open request past its expiry; whoever closes it (sweep, reaction, re-issue) says so, once."""
+        count = 0
+        with self.deps.runs.sessions() as s:
+            closed = repos.claim_approval_request(
+                s,
+                request_id=request.id or 0,
+                from_statuses=["open"],
+                to_status="expired",
+                decided_at=self.deps.runs.clock(),
+            )
+            if closed:
+                count = len(repos.active_approvals(s, request_id=request.id or 0))
+        if closed:
+            self.deps.runs.thread.post_thread(
+                run,
+                f":hourglass: The approval request for `{request.model}` expired unapproved "
+                f"({count}/{request.quorum} approvals). To ask again: "
+                f"`/finetune register {run.name} model={request.model}`.",
+                purpose="approval_expired",
+            )
+        return closed
+
+    def expire_due(self) -> int:
+        """Close every open request past its expiry (a watcher tick); how many were closed now."""
+        now = self.deps.runs.clock()
+        with self.deps.runs.sessions() as s:
+            due = [
+                (request, repos.get_run(s, run_id=request.run_id))
+                for request in repos.list_approval_requests(s, statuses=["open"], expires_by=now)
+            ]
+        return sum(self.expire(request, run) for request, run in due if run is not None)
+
+    def void(
+        self, request: ApprovalRequest, run: Run, *, new_digest: str, from_statuses: tuple[str, ...] = ("open",)
+    ) -> None:
+        """The candidate changed: the request and every approval on it no longer count."""
+        digests = f"{request.candidate_digest[:12]} -> {new_digest[:12]}"
+        self.void_request(
+            request,
+            run,
+            from_statuses=from_statuses,
+            error=f"candidate changed: {digests}",
+            audit=f"candidate digest {digests}",
+            told=f":no_entry: The approval request for `{request.model}` is *voided*: the candidate changed after it "
+            f"was made (digest `{request.candidate_digest[:12]}` → `{new_digest[:12]}`: new checkpoint, "
+            f"re-evaluation or different artifacts). Its approvals no longer count; re-issue "
+            f"`/finetune register {run.name} model={request.model}`.",
+        )
+
+    def void_request(
+        self, request: ApprovalRequest, run: Run, *, from_statuses: tuple[str, ...], error: str, audit: str, told: str
+    ) -> bool:
+        """Move the request to `voided` (once, whoever gets there first), audit it, and tell the thread."""
+        with self.deps.runs.sessions() as s:
+            voided = repos.claim_approval_request(
+                s,
+                request_id=request.id or 0,
+                from_statuses=list(from_statuses),
+                to_status="voided",
+                decided_at=self.deps.runs.clock(),
+                error=error,
+            )
+            if voided:
+                repos.add_audit(
+                    s,
+                    user=request.requester,
+                    channel=request.channel,
+                    command=f"void approval request {request.id}",
+                    outcome="ok",
+                    detail=audit,
+                    run_id=run.id,
+                )
+        if voided:
+            self.deps.runs.thread.post_thread(run, told, purpose="approval_voided")
+        return voided

@@ -1,0 +1,26 @@
+"""The run lifecycle: start, show, tail, stop, resume and compare runs, and each run's card and thread."""
+
+from bot.runs.control import INLINE_LOG_BYTES, TERMINAL
+from bot.runs.errors import Reply, RunError
+from bot.runs.evals import contract_differences, primary_metric
+from bot.runs.lookup import find_run
+from bot.runs.resume import resume_diff
+from bot.runs.service import RunService
+from bot.runs.submit import run_name_for
+from bot.runs.thread import TRANSITION_EVENT, RunThread, transition_metadata
+
+__all__ = [
+    "INLINE_LOG_BYTES",
+    "TERMINAL",
+    "TRANSITION_EVENT",
+    "Reply",
+    "RunError",
+    "RunService",
+    "RunThread",
+    "contract_differences",
+    "find_run",
+    "primary_metric",
+    "resume_diff",
+    "run_name_for",
+    "transition_metadata",
+]

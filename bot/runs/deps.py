@@ -1,0 +1,45 @@
+"""What every part of the run lifecycle works with, held once so that all parts see the same collaborators."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from slack_sdk import WebClient
+
+from bot.settings import Settings
+from bot.slack.people import People
+from storage.db import SessionFactory
+
+if TYPE_CHECKING:
+    from bot.catalog import Catalog
+    from bot.polyaxon import PolyaxonGateway
+
+
+@dataclass
+class RunDeps:
+    """Settings, database, catalog, Polyaxon, Slack and the clock; `secrets` are redacted from every post."""
+
+    settings: Settings
+    sessions: SessionFactory
+    catalog: Catalog
+    gateway: PolyaxonGateway
+    client: WebClient
+    clock: Callable[[], datetime]
+    people: People = field(init=False)
+    secrets: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.people = People(settings=self.settings, client=self.client)
+        self.secrets = [
+            s.get_secret_value()
+            for s in (
+                self.settings.slack.bot_token,
+                self.settings.slack.signing_secret,
+                self.settings.slack.app_token,
+                self.settings.polyaxon.auth_token,
+            )
+            if s is not None
+        ]

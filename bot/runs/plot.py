@@ -1,0 +1,37 @@
+"""The comparison's picture: each metric's history by step, one line per run, as a PNG. Pure apart from matplotlib."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+
+Points = list[tuple[int, float]]
+
+
+def plot_histories(
+    histories: Mapping[str, Mapping[str, Points]], metrics: Sequence[str], *, exploratory: bool
+) -> bytes | None:
+    """One panel per metric with a line per run (`histories[run name][metric]`); None when nothing was plotted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 3.5))
+    plotted = False
+    for ax, metric in zip(axes if len(metrics) > 1 else [axes], metrics, strict=True):
+        for run_name, by_metric in histories.items():
+            points = by_metric.get(metric) or []
+            if points:
+                ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=run_name)
+                plotted = True
+        ax.set_title(metric)
+        ax.set_xlabel("step")
+        ax.legend(fontsize="small")
+    if exploratory:
+        fig.suptitle("EXPLORATORY — different eval contracts", color="red")
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
+    return buffer.getvalue() if plotted else None

@@ -1,0 +1,128 @@
+"""Starting runs: plan, authorise, record, post the card, submit to Polyaxon, and retry while Polyaxon is down."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from bot.grammar import RunCommand
+from bot.redact import redact
+from bot.runs.deps import RunDeps
+from bot.runs.errors import Reply, RunError
+from bot.runs.thread import RunThread
+from bot.slack.blocks import escape
+from storage import repos
+from storage.models import Run
+
+if TYPE_CHECKING:
+    from bot.catalog import Plan
+
+
+def run_name_for(recipe: str, key: str) -> str:
+    """The Polyaxon run name (a slug) for a submission: the recipe plus a digest of the delivery key."""
+    return f"{recipe}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+
+
+class Submitter:
+    """`/finetune run`: one run per delivery, submitted under a name that makes a second submission impossible."""
+
+    def __init__(self, deps: RunDeps, thread: RunThread) -> None:
+        self.deps = deps
+        self.thread = thread
+
+    def plan(self, cmd: RunCommand) -> Plan:
+        """Compile the command (PlanError for anything the catalog refuses)."""
+        return self.deps.catalog.plan(cmd)
+
+    def submit(self, cmd: RunCommand, *, user: str, channel: str, delivery_key: str) -> Reply:
+        """Plan, authorise, record, post the card, submit; failures are told in the card's thread."""
+        if not self.deps.people.may_run(user):
+            raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
+        plan = self.plan(cmd)
+        name = run_name_for(plan.recipe, delivery_key)
+        with self.deps.sessions() as s:
+            existing = repos.get_run_by_name(s, name=name)
+            if existing is not None:  # the same delivery again: nothing new
+                return Reply(text=f"Run `{name}` is already submitted.")
+            run = repos.create_run(
+                s,
+                name=name,
+                recipe_name=plan.recipe,
+                recipe_hash=plan.recipe_hash,
+                component=plan.component,
+                params=plan.params,
+                overrides=dict(cmd.overrides),
+                presets=plan.presets,
+                pins=plan.pins,
+                comparable=plan.comparable,
+                eval_contract=plan.eval_contract,
+                eval_contract_hash=plan.eval_contract_hash,
+                requester=user,
+                channel=channel,
+                status="submitting",
+            )
+            repos.add_audit(
+                s, user=user, channel=channel, command=f"run recipe={plan.recipe}", outcome="ok", run_id=run.id
+            )
+        self.thread.post_card(run)
+        for warning in plan.warnings:
+            self.thread.post_thread(run, f":warning: {escape(warning)}", purpose="warning")
+        self.submit_to_polyaxon(run, plan.operation, plan.tags)
+        return Reply(text=f"Planned {plan.recipe} as `{name}`; the card is in <#{channel}>.")
+
+    def submit_to_polyaxon(self, run: Run, operation: dict[str, Any], tags: Sequence[str]) -> bool:
+        """Submit (idempotent on the run name); on failure the run waits in `pending_submit` and is retried."""
+        from bot.polyaxon import GatewayError
+
+        try:
+            info = self.deps.gateway.submit(
+                operation,
+                name=run.name,
+                tags=list(tags),
+                description=f"/finetune run recipe={run.recipe_name} by {run.requester}",
+            )
+        except GatewayError as exc:
+            first = run.status != "pending_submit"
+            with self.deps.sessions() as s:
+                fresh = self.thread.reload(s, run)
+                repos.update_run(
+                    s,
+                    fresh,
+                    status="pending_submit",
+                    last_activity_at=self.deps.clock(),
+                    pending_operation={"operation": operation, "tags": list(tags)},
+                )
+                run = fresh
+            if first:
+                reason = escape(redact(str(exc), extra_secrets=self.deps.secrets))
+                self.thread.post_thread(
+                    run,
+                    f":warning: Polyaxon did not take the run: {reason}\n"
+                    "The bot retries the submission on every watcher tick (same run name, so never twice); "
+                    "`/finetune stop` cancels it.",
+                    purpose="submit_error",
+                )
+            self.thread.update_card(run, force=True)
+            return False
+        self.thread.transition(
+            run,
+            status=info.status or "created",
+            message="submitted to Polyaxon",
+            text=f"Submitted to Polyaxon as `{info.uuid}` ({info.status}).",
+            polyaxon_uuid=info.uuid,
+            pending_operation=None,
+            last_activity_at=self.deps.clock(),
+        )
+        return True
+
+    def retry_pending(self) -> int:
+        """Retry submissions that failed because Polyaxon was unreachable; how many went through."""
+        with self.deps.sessions() as s:
+            pending = [r for r in repos.list_active_runs(s) if r.status == "pending_submit"]
+        done = 0
+        for run in pending:
+            op = run.pending_operation
+            if op is not None and self.submit_to_polyaxon(run, op["operation"], op.get("tags", [])):
+                done += 1
+        return done

@@ -1,0 +1,205 @@
+"""A run's card and thread: the one status card (edited in place) and every post in its thread, exactly once.
+
+Every capability that tells something about a run posts through `RunThread`: status transitions (recorded
+before they are posted, so none is lost), warnings, logs, comparisons, approval requests, registrations.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime
+from typing import Any
+
+from bot.runs.card import CardView, card_text, card_view, polyaxon_url, render_card
+from bot.runs.deps import RunDeps
+from bot.runs.errors import RunError
+from bot.slack.threads import find_thread_post, permalink
+from storage import repos
+from storage.models import Run
+
+CARD_UPDATE_MIN_INTERVAL_S = 3.0  # Slack allows about one chat.update per second per channel; stay well under
+
+# Message metadata on each status post: how a restarted bot tells whether a post went out before a crash.
+TRANSITION_EVENT = "finetune_status_event"
+
+
+def transition_metadata(event_id: int, status: str) -> dict[str, Any]:
+    """Slack message metadata naming the status event a thread post tells."""
+    return {"event_type": TRANSITION_EVENT, "event_payload": {"event_id": event_id, "status": status}}
+
+
+class RunThread:
+    """Posts and edits a run's card, posts in its thread, and records and tells its status transitions."""
+
+    def __init__(self, deps: RunDeps) -> None:
+        self.deps = deps
+        self._card_updated: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    # --- links and the card's content -------------------------------------------------------------
+
+    def permalink(self, channel: str, ts: str | None) -> str | None:
+        """A message's permalink (chat.getPermalink), or None."""
+        return permalink(self.deps.client, channel, ts)
+
+    def polyaxon_url(self, run: Run) -> str | None:
+        """The run's page in Polyaxon's UI."""
+        return polyaxon_url(self.deps.settings.polyaxon, run)
+
+    def card_view(self, run: Run) -> CardView:
+        """The card's content for a stored run."""
+        parent_name = parent_link = None
+        if run.parent_run_id is not None:
+            with self.deps.sessions() as s:
+                parent = repos.get_run(s, run_id=run.parent_run_id)
+            if parent is not None:
+                parent_name = parent.name
+                parent_link = self.permalink(parent.channel, parent.card_ts)
+        return card_view(run, polyaxon_url=self.polyaxon_url(run), parent_name=parent_name, parent_link=parent_link)
+
+    # --- the card -----------------------------------------------------------------------------------
+
+    def post_card(self, run: Run) -> None:
+        """Post the run's one card in the channel and remember its ts (the thread for everything else)."""
+        view = self.card_view(run)
+        resp = self.deps.client.chat_postMessage(channel=run.channel, text=card_text(view), blocks=render_card(view))
+        ts = str(resp["ts"])
+        with self.deps.sessions() as s:
+            fresh = self.reload(s, run)
+            repos.update_run(s, fresh, card_ts=ts, thread_ts=ts)
+            repos.record_posted_message(s, channel=run.channel, ts=ts, purpose="card", run_id=run.id)
+        run.card_ts = run.thread_ts = ts
+        with self._lock:
+            self._card_updated[run.id or 0] = time.monotonic()
+
+    def update_card(self, run: Run, *, force: bool = False) -> bool:
+        """Edit the card in place (chat.update), at most once every few seconds unless `force`."""
+        if not run.card_ts:
+            return False
+        key = run.id or 0
+        with self._lock:
+            last = self._card_updated.get(key, 0.0)
+            if not force and time.monotonic() - last < CARD_UPDATE_MIN_INTERVAL_S:
+                return False
+            self._card_updated[key] = time.monotonic()
+        view = self.card_view(run)
+        self.deps.client.chat_update(
+            channel=run.channel, ts=run.card_ts, text=card_text(view), blocks=render_card(view)
+        )
+        return True
+
+    # --- the thread ---------------------------------------------------------------------------------
+
+    def post_thread(
+        self,
+        run: Run,
+        text: str,
+        *,
+        purpose: str,
+        blocks: list[dict[str, Any]] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
+        """Post in the run's thread (never a new top-level message); the message ts."""
+        kwargs: dict[str, Any] = {"channel": run.channel, "thread_ts": run.thread_ts or run.card_ts, "text": text}
+        if blocks:
+            kwargs["blocks"] = blocks
+        if metadata:
+            kwargs["metadata"] = metadata
+        resp = self.deps.client.chat_postMessage(**kwargs)
+        ts = str(resp["ts"])
+        with self.deps.sessions() as s:
+            repos.record_posted_message(
+                s, channel=run.channel, ts=ts, purpose=purpose, run_id=run.id, thread_ts=run.thread_ts
+            )
+        return ts
+
+    def upload_to_thread(self, run: Run, *, content: bytes, filename: str, title: str, comment: str) -> None:
+        """Attach a file in the run's thread (files_upload_v2)."""
+        self.deps.client.files_upload_v2(
+            channel=run.channel,
+            thread_ts=run.thread_ts or run.card_ts,
+            content=content,
+            filename=filename,
+            title=title,
+            initial_comment=comment,
+        )
+
+    def find_thread_post(self, run: Run, event_type: str, **payload: Any) -> str | None:
+        """The ts of a post in the run's thread whose message metadata is `event_type` with `payload`, or None."""
+        return find_thread_post(
+            self.deps.client,
+            channel=run.channel,
+            thread_ts=run.thread_ts or run.card_ts,
+            event_type=event_type,
+            payload=payload,
+            label=run.name,
+        )
+
+    # --- status transitions -------------------------------------------------------------------------
+
+    def transition(
+        self,
+        run: Run,
+        *,
+        status: str,
+        text: str,
+        message: str | None = None,
+        blocks: list[dict[str, Any]] | None = None,
+        at: datetime | None = None,
+        **fields: Any,
+    ) -> Run:
+        """Record a status change (once), tell it in the thread, edit the card; returns the fresh run.
+
+        The event is committed before the post and marked after it, so a crash in between leaves an
+        unposted event that the watcher's next tick tells: no transition is lost.
+        """
+        with self.deps.sessions() as s:
+            fresh = self.reload(s, run)
+            if fields:
+                repos.update_run(s, fresh, **fields)
+            event = repos.record_status(s, fresh, status=status, message=message, at=at)
+            event_id = event.id if event is not None else None
+        if event_id is None:
+            return fresh
+        self.tell_transition(fresh, event_id=event_id, status=status, text=text, blocks=blocks)
+        self.update_card(fresh, force=True)
+        return fresh
+
+    def tell_transition(
+        self,
+        run: Run,
+        *,
+        event_id: int,
+        status: str,
+        text: str,
+        blocks: list[dict[str, Any]] | None = None,
+        recovering: bool = False,
+    ) -> bool:
+        """Post a recorded status event in the run's thread and note the post; True when posted now.
+
+        `recovering`: an earlier process may have died after the post and before noting it. Slack is then
+        the only witness: the post carries the event's id in its message metadata, so the thread is read
+        back first and the event is noted as told instead of being posted twice.
+        """
+        ts = self.find_thread_post(run, TRANSITION_EVENT, event_id=event_id) if recovering else None
+        posted = ts is None
+        if ts is None:
+            ts = self.post_thread(
+                run, text, purpose="transition", blocks=blocks, metadata=transition_metadata(event_id, status)
+            )
+        with self.deps.sessions() as s:
+            repos.mark_status_event_posted(s, event_id=event_id, ts=ts)
+            if not posted and repos.get_posted_message(s, channel=run.channel, ts=ts) is None:
+                repos.record_posted_message(
+                    s, channel=run.channel, ts=ts, purpose="transition", run_id=run.id, thread_ts=run.thread_ts
+                )
+        return posted
+
+    @staticmethod
+    def reload(s: Any, run: Run) -> Run:
+        """The run's row in this session (RunError when it is gone)."""
+        fresh = repos.get_run(s, run_id=run.id or 0)
+        if fresh is None:
+            raise RunError(f"run {run.name} disappeared from the database")
+        return fresh

@@ -1,0 +1,243 @@
+"""The watcher: each tick turns Polyaxon's state into card edits and thread posts.
+
+One list request per tick for all active runs of the project; a per-run request only for a run that left
+the active list (to read its final state) and, throttled, for metrics and stuck checks of running runs.
+All state lives in the database, so a restarted bot (even after SIGKILL) picks up where it was: no
+duplicate posts, no missed terminal state.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from bot.redact import cap_tail, redact
+from bot.runs import INLINE_LOG_BYTES, RunService
+from bot.slack.blocks import escape
+from bot.watch.report import metrics_text
+from storage import repos
+from storage.models import Run
+
+if TYPE_CHECKING:
+    from bot.polyaxon import RunInfo
+    from bot.registry import RegistrationService
+
+log = logging.getLogger(__name__)
+
+RUNNING = frozenset({"running", "processing"})
+FAILED_TAIL_LINES = 400
+# Each refresh costs two Polyaxon requests; capping them per tick bounds a tick's time however many runs
+# are active (the rest are refreshed on the next ticks, least recently refreshed first).
+MAX_REFRESHES_PER_TICK = 50
+
+
+@dataclass
+class TickStats:
+    """What one tick did (the benchmark and tests read it)."""
+
+    active: int = 0
+    polyaxon_requests: int = 0
+    transitions: int = 0
+    stuck_flagged: int = 0
+    recovered_posts: int = 0
+    refreshed: int = 0
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+class Watcher:
+    """Polls Polyaxon for the bot's active runs and reports what changed."""
+
+    def __init__(
+        self,
+        *,
+        runs: RunService,
+        clock: Callable[[], datetime],
+        stuck_after: timedelta,
+        metrics_every: timedelta = timedelta(seconds=30),
+        registry: RegistrationService | None = None,
+        still_leader: Callable[[], bool] | None = None,
+    ) -> None:
+        self.runs = runs
+        # Between runs of a long tick: does this replica still hold the watcher lease? (Always, without one.)
+        self.still_leader = still_leader or (lambda: True)
+        self.registry = registry
+        self.sessions = runs.sessions
+        self.gateway = runs.gateway
+        self.clock = clock
+        self.stuck_after = stuck_after
+        self.metrics_every = metrics_every
+        self._metrics_at: dict[int, datetime] = {}
+
+    def tick(self) -> TickStats:
+        """One pass: retry pending submissions, tell unposted transitions, poll, report changes."""
+        from bot.polyaxon import GatewayError
+
+        started = time.perf_counter()
+        stats = TickStats()
+        self._recover_unposted(stats)
+        pending = self.runs.retry_pending()
+        stats.transitions += pending
+        if self.registry is not None:
+            # Approved requests whose registration failed (Polyaxon down) register here, once it is back.
+            self._retry_registrations(stats)
+        with self.sessions() as s:
+            active = [r for r in repos.list_active_runs(s) if r.polyaxon_uuid]
+        stats.active = len(active)
+        if not active:
+            stats.seconds = time.perf_counter() - started
+            return stats
+        try:
+            remote = {info.uuid: info for info in self.gateway.list_active_runs()}
+            stats.polyaxon_requests += 1
+        except GatewayError as exc:
+            # Reported, never swallowed: the log says why, the next tick retries.
+            log.warning("watcher: Polyaxon is unreachable: %s", exc)
+            stats.errors.append(str(exc))
+            stats.seconds = time.perf_counter() - started
+            return stats
+        now = self.clock()
+        # Least recently refreshed first, so a capped tick leaves the freshest runs for the next one.
+        epoch = datetime.min.replace(tzinfo=now.tzinfo)
+        active.sort(key=lambda r: self._metrics_at.get(r.id or 0, epoch))
+        for run in active:
+            if not self.still_leader():
+                # Another replica took the watcher over: it reports the rest, from the same database.
+                log.warning("watcher: lease lost mid-tick; leaving the remaining runs to the new holder")
+                break
+            try:
+                self._watch_one(run, remote, now, stats)
+            except GatewayError as exc:
+                log.warning("watcher: run %s: %s", run.name, exc)
+                stats.errors.append(f"{run.name}: {exc}")
+        stats.seconds = time.perf_counter() - started
+        return stats
+
+    def _retry_registrations(self, stats: TickStats) -> None:
+        from bot.polyaxon import GatewayError
+
+        assert self.registry is not None
+        self.registry.expire_due()
+        try:
+            self.registry.retry_pending()
+        except GatewayError as exc:
+            log.warning("watcher: registration retry: %s", exc)
+            stats.errors.append(str(exc))
+
+    # --- one run -----------------------------------------------------------------------------------
+
+    def _watch_one(self, run: Run, remote: dict[str, RunInfo], now: datetime, stats: TickStats) -> None:
+        uuid = run.polyaxon_uuid or ""
+        info = remote.get(uuid)
+        if info is None:  # left the active list: read its final state once
+            info = self.gateway.get_run(uuid, with_conditions=True)
+            stats.polyaxon_requests += 2
+        if info.status != run.status:
+            self._report(run, info, stats)
+            stats.transitions += 1
+            return
+        if run.status in RUNNING and stats.refreshed < MAX_REFRESHES_PER_TICK:
+            self._refresh(run, now, stats)
+
+    def _report(self, run: Run, info: RunInfo, stats: TickStats) -> None:
+        status = info.status
+        reason = next((c.message or c.reason for c in reversed(info.conditions) if c.type == status), None)
+        fields: dict[str, Any] = {"last_activity_at": self.clock()}
+        if info.started_at and run.started_at is None:
+            fields["started_at"] = info.started_at
+        if info.finished_at:
+            fields["finished_at"] = info.finished_at
+        text = f"Status: *{status}*" + (
+            f" — {escape(redact(reason, extra_secrets=self.runs.secrets))}" if reason else ""
+        )
+        upload: tuple[bytes, int] | None = None
+        if status == "succeeded":
+            metrics, step = self.gateway.metrics_summary(run.polyaxon_uuid or "")
+            stats.polyaxon_requests += 1
+            fields["last_metrics"] = metrics
+            if step is not None:
+                fields["last_step"] = step
+            text = ":white_check_mark: *succeeded*" + metrics_text(metrics)
+        elif status == "failed":
+            tail = self.gateway.tail_logs(run.polyaxon_uuid or "", lines=FAILED_TAIL_LINES)
+            stats.polyaxon_requests += 1
+            lines = [redact(line.value, extra_secrets=self.runs.secrets) for line in tail.lines]
+            inline, left = cap_tail(lines, max_bytes=INLINE_LOG_BYTES)
+            text = ":x: *failed*" + (f" — {escape(reason)}" if reason else "")
+            text += f"\nLast log lines:\n```{inline or '(no log lines)'}```"
+            if left:
+                upload = ("\n".join(lines).encode(), len(lines))
+                text += f"\n{left} earlier lines are in the attached file."
+            text += f"\nResume from its last checkpoint with the card's Resume button or `/finetune resume {run.name}`."
+        elif status == "stopped":
+            text = ":octagonal_sign: *stopped*"
+        fresh = self.runs.thread.transition(run, status=status, message=reason, text=text, **fields)
+        if upload is not None:
+            self.runs.thread.upload_to_thread(
+                fresh,
+                content=upload[0],
+                filename=f"{run.name}-failure-logs.txt",
+                title=f"{run.name}: last {upload[1]} log lines (redacted)",
+                comment="Full log tail of the failed run",
+            )
+
+    def _refresh(self, run: Run, now: datetime, stats: TickStats) -> None:
+        """Latest metrics on the card, and the stuck check (throttled per run)."""
+        key = run.id or 0
+        last = self._metrics_at.get(key)
+        if last is not None and now - last < self.metrics_every:
+            return
+        self._metrics_at[key] = now
+        stats.refreshed += 1
+        metrics, step = self.gateway.metrics_summary(run.polyaxon_uuid or "")
+        tail = self.gateway.tail_logs(run.polyaxon_uuid or "", lines=1)
+        stats.polyaxon_requests += 3  # lineage; logs (namespace lookup is cached after the first)
+        last_log = tail.lines[-1].timestamp if tail.lines else None
+        changed = metrics != {k: v for k, v in run.last_metrics.items() if isinstance(v, int | float)}
+        activity = run.last_activity_at or run.started_at or run.created_at
+        if changed:
+            activity = now
+        if last_log is not None and last_log > activity:
+            activity = last_log
+        fields: dict[str, Any] = {"last_activity_at": activity}
+        if changed:
+            fields["last_metrics"] = metrics
+            if step is not None:
+                fields["last_step"] = step
+        with self.sessions() as s:
+            fresh = repos.get_run(s, run_id=key)
+            if fresh is None:
+                return
+            repos.update_run(s, fresh, **fields)
+        if changed:
+            self.runs.thread.update_card(fresh)
+        if fresh.stuck_flagged_at is None and now - activity >= self.stuck_after:
+            with self.sessions() as s:
+                again = repos.get_run(s, run_id=key)
+                if again is None or again.stuck_flagged_at is not None:
+                    return
+                repos.update_run(s, again, stuck_flagged_at=now)
+            minutes = int((now - activity).total_seconds() // 60)
+            self.runs.thread.post_thread(
+                fresh,
+                f":warning: *Possibly stuck*: no new log line and no new metric for {minutes} min. "
+                f"Check `/finetune logs {run.name}`, or stop it with the card's Stop button.",
+                purpose="stuck",
+            )
+            stats.stuck_flagged += 1
+
+    def _recover_unposted(self, stats: TickStats) -> None:
+        """Tell transitions that were recorded but not posted (the bot died between the two)."""
+        with self.sessions() as s:
+            pending = list(repos.unposted_status_events(s))
+        for event, run in pending:
+            # The bot may have died after the post and before noting it: tell_transition reads the thread back.
+            if self.runs.thread.tell_transition(
+                run, event_id=event.id or 0, status=event.status, text=f"Status: *{event.status}*", recovering=True
+            ):
+                stats.recovered_posts += 1
+            self.runs.thread.update_card(run, force=True)
