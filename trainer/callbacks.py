@@ -1,4 +1,4 @@
-"""Trainer callbacks for the side effects of a run: tracking, checkpoint markers, orderly stop on SIGTERM.
+"""Trainer callbacks for the side effects of a run: tracking, checkpoint markers and retention, orderly stop.
 
 Only `trainer.sft.main` imports this module (it imports transformers at the top, to subclass
 `TrainerCallback`); Polyaxon is imported only when the run is inside Polyaxon.
@@ -10,6 +10,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any, Protocol
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from trainer.checkpoints import CheckpointMeta, write_meta
+from trainer.checkpoints import CheckpointMeta, checkpoint_step, complete_checkpoints, retention_plan, write_meta
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,9 @@ class TrackingSink(Protocol):
 
     def log_results(self, results: dict[str, Any]) -> None:
         """Record the final results of the run."""
+
+    def log_outputs(self, outputs: dict[str, Any]) -> None:
+        """Record run outputs as they become known (merged into the run's outputs)."""
 
     def log_artifact(self, path: Path, name: str, kind: str) -> None:
         """Record an output artifact (`model` or `file`) with lineage."""
@@ -67,6 +71,10 @@ class JsonlSink:
         """Write a `results` record."""
         self._write("results", results=results)
 
+    def log_outputs(self, outputs: dict[str, Any]) -> None:
+        """Write an `outputs` record."""
+        self._write("outputs", outputs=outputs)
+
     def log_artifact(self, path: Path, name: str, kind: str) -> None:
         """Write an `artifact` record."""
         self._write("artifact", path=str(path), name=name, artifact_kind=kind)
@@ -81,11 +89,15 @@ class PolyaxonSink:
     """Forwards to the Polyaxon run this process runs in (`polyaxon.tracking`).
 
     Polyaxon's writes are fire-and-forget here: a failed API call is logged and training goes on, since
-    the agent's final events sync is the backstop (DESIGN.md).
+    the agent's final events sync is the backstop (DESIGN.md). That sync only carries the last metric
+    values, so `close` sends every output logged during the run once more, blocking, with a few retries.
     """
+
+    FINAL_ATTEMPTS = 3
 
     def __init__(self, run: Any) -> None:
         self.run = run
+        self._outputs: dict[str, Any] = {}
 
     def log_params(self, params: dict[str, Any]) -> None:
         """Log params as run inputs, one nested value per group."""
@@ -97,7 +109,12 @@ class PolyaxonSink:
 
     def log_results(self, results: dict[str, Any]) -> None:
         """Log the final results as run outputs."""
-        self._call("log_outputs", **results)
+        self.log_outputs(results)
+
+    def log_outputs(self, outputs: dict[str, Any]) -> None:
+        """Merge `outputs` into the run's outputs (lists of strings or numbers survive as lists)."""
+        self._outputs.update(outputs)
+        self._call("log_outputs", **outputs)
 
     def log_artifact(self, path: Path, name: str, kind: str) -> None:
         """Log a lineage reference to an artifact already under the run's outputs."""
@@ -107,14 +124,21 @@ class PolyaxonSink:
             self._call("log_artifact_ref", path=str(path), kind=kind, name=name)
 
     def close(self) -> None:
-        """Flush the run's event writers."""
+        """Send the outputs once more (blocking), then flush the run's event writers."""
+        if self._outputs:
+            for attempt in range(1, self.FINAL_ATTEMPTS + 1):
+                if self._call("log_outputs", async_req=False, **self._outputs):
+                    break
+                time.sleep(0.5 * attempt)
         self._call("end")
 
-    def _call(self, method: str, **kwargs: Any) -> None:
+    def _call(self, method: str, **kwargs: Any) -> bool:
         try:
             getattr(self.run, method)(**kwargs)
+            return True
         except Exception as exc:  # tracking must never fail the training run
             logger.warning("polyaxon %s failed: %s", method, exc)
+            return False
 
 
 class MultiSink:
@@ -137,6 +161,11 @@ class MultiSink:
         """Fan out `log_results`."""
         for sink in self.sinks:
             sink.log_results(results)
+
+    def log_outputs(self, outputs: dict[str, Any]) -> None:
+        """Fan out `log_outputs`."""
+        for sink in self.sinks:
+            sink.log_outputs(outputs)
 
     def log_artifact(self, path: Path, name: str, kind: str) -> None:
         """Fan out `log_artifact`."""
@@ -192,19 +221,80 @@ class TrackingCallback(TrainerCallback):
 
 
 class CheckpointMetaCallback(TrainerCallback):
-    """Writes the `finetune_checkpoint.json` marker into each checkpoint once the Trainer has saved it."""
+    """Marks each checkpoint complete once the Trainer has saved it, applies retention, and reports both.
 
-    def __init__(self, meta: CheckpointMeta) -> None:
+    Outputs (to the sink, main process only): at train begin `max_steps`, and when resuming
+    `resumed_from_checkpoint` / `resumed_from_step` (the state is loaded by then); after each marker
+    `checkpoint_latest`, `checkpoint_latest_step`, `checkpoints` (the complete ones kept, oldest first)
+    and `checkpoint_best` / `checkpoint_best_step` when the eval metric has named one.
+    """
+
+    def __init__(
+        self,
+        meta: CheckpointMeta,
+        sink: TrackingSink | None = None,
+        *,
+        keep: int = 0,
+        keep_best: bool = False,
+        resumed_from: Path | None = None,
+    ) -> None:
         self.meta = meta
+        self.sink = sink
+        self.keep = keep
+        self.keep_best = keep_best
+        self.resumed_from = resumed_from
+
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        """Report the schedule's total and, when resuming, the checkpoint just loaded."""
+        if not state.is_world_process_zero or self.sink is None:
+            return
+        outputs: dict[str, Any] = {"max_steps": state.max_steps}
+        if self.resumed_from is not None:
+            outputs.update(resumed_from_checkpoint=self.resumed_from.name, resumed_from_step=state.global_step)
+        self.sink.log_outputs(outputs)
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
-        """Mark the checkpoint just written as complete (main process only)."""
+        """Mark the checkpoint just written as complete, drop the ones retention lets go, report what is kept."""
+        if args.world_size > 1:
+            import torch.distributed as dist
+
+            # Every rank writes its own RNG state: the marker says "complete" only once all have.
+            dist.barrier()
         if not state.is_world_process_zero:
             return
-        checkpoint = Path(str(args.output_dir)) / f"checkpoint-{state.global_step}"
-        if checkpoint.is_dir():
-            meta = CheckpointMeta(**{**self.meta.to_json(), "global_step": state.global_step})
-            write_meta(checkpoint, meta)
+        output_dir = Path(str(args.output_dir))
+        checkpoint = output_dir / f"checkpoint-{state.global_step}"
+        if not checkpoint.is_dir():
+            return
+        write_meta(checkpoint, CheckpointMeta(**{**self.meta.to_json(), "global_step": state.global_step}))
+        for doomed in retention_plan(output_dir, self.keep, self.best_step(output_dir, state), state.global_step):
+            logger.info("retention: deleting %s", doomed.name)
+            shutil.rmtree(doomed, ignore_errors=True)
+        self.report(output_dir, state)
+
+    def best_step(self, output_dir: Path, state: TrainerState) -> int | None:
+        """The step of the best checkpoint by the eval metric, when it is kept in `output_dir`."""
+        step = state.best_global_step if self.keep_best else None
+        return step if step and (output_dir / f"checkpoint-{step}").is_dir() else None
+
+    def report(self, output_dir: Path, state: TrainerState) -> None:
+        """Log the complete checkpoints kept in `output_dir` (also called once training has ended)."""
+        if self.sink is None or not state.is_world_process_zero:
+            return
+        kept = complete_checkpoints(output_dir)
+        if not kept:
+            return
+        outputs: dict[str, Any] = {
+            "checkpoint_latest": kept[-1].name,
+            "checkpoint_latest_step": checkpoint_step(kept[-1]),
+            "checkpoints": [p.name for p in kept],
+        }
+        best = self.best_step(output_dir, state)
+        if best is not None and any(checkpoint_step(p) == best for p in kept):
+            outputs.update(checkpoint_best=f"checkpoint-{best}", checkpoint_best_step=best)
+        self.sink.log_outputs(outputs)
 
 
 class StopOnSignalCallback(TrainerCallback):

@@ -6,6 +6,11 @@ RNG state (one `rng_state*.pth` per process) and `trainer_state.json` are all th
 `on_save`, after the Trainer has written everything else, with what compatibility is checked on
 (model, tokenizer fingerprint, recipe hash, world size). A folder a kill interrupted misses the marker
 (or a file) and is skipped.
+
+A run resumes only from a checkpoint in its own output folder (`--resume_from` is `latest` or
+`checkpoint-<N>`, never a path): `/finetune resume` starts a Polyaxon copy of the parent whose outputs
+hold the one checkpoint it loads. Retention (`retention_plan`) keeps the newest complete checkpoints and
+the best one by the eval metric; it runs after each marker is written, so it never counts a torn folder.
 """
 
 from __future__ import annotations
@@ -28,14 +33,16 @@ WEIGHT_FILES = (
     "pytorch_model.bin.index.json",
     "adapter_model.bin",
 )
-_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
-# Where a run's checkpoints may sit below the path the bot passes: the outputs folder itself, or a
-# Polyaxon run's artifacts folder (checkpoints under `outputs/`).
-_SEARCH_DEPTH = 3
+_CHECKPOINT_RE = re.compile(r"checkpoint-([0-9]+)")
+RESUME_LATEST = "latest"
 
 
 class CheckpointError(ValueError):
     """No usable checkpoint, or a checkpoint that does not belong to this run's model, tokenizer or recipe."""
+
+
+class ResumeValueError(CheckpointError):
+    """`--resume_from` is not empty, `latest` or `checkpoint-<N>` (a path, `..`, another run's folder)."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +70,7 @@ class CheckpointMeta:
 
 def checkpoint_step(path: Path) -> int | None:
     """Return the step of a `checkpoint-<step>` folder, or None for any other name."""
-    match = _CHECKPOINT_RE.match(path.name)
+    match = _CHECKPOINT_RE.fullmatch(path.name)
     return int(match.group(1)) if match else None
 
 
@@ -111,33 +118,44 @@ def missing_parts(checkpoint: Path) -> list[str]:
 
 
 def list_checkpoints(root: Path) -> list[Path]:
-    """Return every `checkpoint-<step>` folder under `root` (up to a few levels down), newest step first."""
+    """Return the `checkpoint-<step>` folders directly in `root`, newest step first."""
     if not root.is_dir():
         return []
-    if checkpoint_step(root) is not None:
-        return [root]
-    found: list[Path] = []
-    frontier = [root]
-    for _ in range(_SEARCH_DEPTH):
-        next_frontier = []
-        for folder in frontier:
-            for child in sorted(folder.iterdir()):
-                if not child.is_dir():
-                    continue
-                if checkpoint_step(child) is not None:
-                    found.append(child)
-                else:
-                    next_frontier.append(child)
-        frontier = next_frontier
-    return sorted(found, key=lambda p: (checkpoint_step(p) or 0, str(p)), reverse=True)
+    found = [child for child in root.iterdir() if child.is_dir() and checkpoint_step(child) is not None]
+    return sorted(found, key=lambda p: checkpoint_step(p) or 0, reverse=True)
+
+
+def complete_checkpoints(root: Path) -> list[Path]:
+    """Return the complete checkpoints directly in `root`, oldest step first."""
+    return [checkpoint for checkpoint in reversed(list_checkpoints(root)) if not missing_parts(checkpoint)]
 
 
 def newest_complete_checkpoint(root: Path) -> Path | None:
-    """Return the highest-step complete checkpoint under `root`, skipping incomplete ones, or None."""
+    """Return the highest-step complete checkpoint in `root`, skipping incomplete ones, or None."""
     for checkpoint in list_checkpoints(root):
         if not missing_parts(checkpoint):
             return checkpoint
     return None
+
+
+def retention_plan(root: Path, keep: int, best_step: int | None, current_step: int) -> list[Path]:
+    """Return the checkpoint folders to delete so that the newest `keep` complete ones and the best remain.
+
+    `keep <= 0` keeps every complete checkpoint. Incomplete folders older than the newest complete one are
+    leftovers of an interrupted save and go too; the folder of `current_step` (being marked now) stays.
+    """
+    complete = complete_checkpoints(root)
+    keep_steps = {checkpoint_step(p) for p in (complete[-keep:] if keep > 0 else complete)}
+    keep_steps |= {best_step, current_step}
+    newest = checkpoint_step(complete[-1]) if complete else None
+    doomed = []
+    for checkpoint in list_checkpoints(root):
+        step = checkpoint_step(checkpoint)
+        if step in keep_steps:
+            continue
+        if checkpoint in complete or (newest is not None and step is not None and step < newest):
+            doomed.append(checkpoint)
+    return doomed
 
 
 def check_compatible(checkpoint: Path, expected: CheckpointMeta) -> CheckpointMeta:
@@ -163,27 +181,60 @@ def check_compatible(checkpoint: Path, expected: CheckpointMeta) -> CheckpointMe
 
 
 def resolve_resume(resume_from: str, output_dir: Path) -> Path | None:
-    """Turn `--resume_from` (empty, `latest`, a run's artifacts/outputs path or a checkpoint) into a checkpoint.
+    """Turn `--resume_from` into a complete checkpoint in this run's own output folder (None: start fresh).
 
-    `latest` looks under this run's output folder and starts fresh when it holds no checkpoint yet; a
-    bare `checkpoint-N` names a folder there (a copied run holds its parent's checkpoints in its own
-    outputs); any other path must hold a complete checkpoint.
+    Accepted: empty (fresh), `latest` (the newest complete checkpoint there) or `checkpoint-<N>` (that
+    folder there). Anything else raises `ResumeValueError`; naming a checkpoint that is not there, not
+    complete, or `latest` with none complete raises `CheckpointError`: a resume never trains from scratch.
     """
     if not resume_from:
         return None
-    if resume_from == "latest":
-        return newest_complete_checkpoint(output_dir)
-    root = Path(resume_from)
-    if not root.is_absolute() and re.fullmatch(r"checkpoint-\d+", resume_from):
-        root = output_dir / resume_from
-    if not root.exists():
-        raise CheckpointError(f"resume path {root} does not exist")
-    checkpoint = newest_complete_checkpoint(root)
-    if checkpoint is None:
-        incomplete = [f"{p.name}: missing {', '.join(missing_parts(p))}" for p in list_checkpoints(root)]
-        detail = f" ({'; '.join(incomplete)})" if incomplete else ""
-        raise CheckpointError(f"no complete checkpoint under {root}{detail}")
+    if resume_from != RESUME_LATEST and not _CHECKPOINT_RE.fullmatch(resume_from):
+        raise ResumeValueError(
+            f"--resume_from={resume_from!r} is not accepted: give `latest` or `checkpoint-<step>`, a checkpoint "
+            f"in this run's own output folder {output_dir} (no paths, no `..`, no other run's folder), "
+            "or nothing to start fresh"
+        )
+    if resume_from == RESUME_LATEST:
+        checkpoint = newest_complete_checkpoint(output_dir)
+        if checkpoint is None:
+            raise CheckpointError(
+                f"--resume_from=latest: no complete checkpoint in {output_dir}{_incomplete_detail(output_dir)}; "
+                "refusing to train from scratch"
+            )
+        return checkpoint
+    checkpoint = output_dir / resume_from
+    if not checkpoint.is_dir():
+        have = ", ".join(p.name for p in reversed(complete_checkpoints(output_dir))) or "none"
+        raise CheckpointError(
+            f"--resume_from={resume_from}: no such checkpoint in {output_dir} (complete ones: {have}); "
+            "refusing to train from scratch"
+        )
+    if checkpoint.resolve().parent != output_dir.resolve():
+        raise ResumeValueError(f"--resume_from={resume_from}: {checkpoint} leads outside {output_dir}")
+    missing = missing_parts(checkpoint)
+    if missing:
+        raise CheckpointError(
+            f"--resume_from={resume_from}: {checkpoint} is incomplete (missing {', '.join(missing)}); "
+            "refusing to train from scratch"
+        )
     return checkpoint
+
+
+def _incomplete_detail(root: Path) -> str:
+    incomplete = [f"{p.name}: missing {', '.join(missing_parts(p))}" for p in list_checkpoints(root)]
+    return f" ({'; '.join(incomplete)})" if incomplete else ""
+
+
+def abandon_newer(output_dir: Path, step: int) -> list[Path]:
+    """Unmark the checkpoints newer than the one resumed from: a resumed run writes its own, and a folder it
+    overwrites must not look complete while half of it is the abandoned run's. Returns the unmarked folders."""
+    unmarked = []
+    for checkpoint in list_checkpoints(output_dir):
+        if (checkpoint_step(checkpoint) or 0) > step and (checkpoint / META_FILE).exists():
+            (checkpoint / META_FILE).unlink()
+            unmarked.append(checkpoint)
+    return unmarked
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:

@@ -16,7 +16,8 @@ DEFAULT_LOCAL_OUTPUT_DIR = "outputs"
 
 # SFTConfig defaults that do not suit this project (see DESIGN.md, "The trainer on these machines"):
 # bf16 on by default fails on CPU, gradient checkpointing costs ~2x on small models, and the output
-# folder must stay unset so that a Polyaxon run's outputs path can be chosen at run time.
+# folder must stay unset so that a Polyaxon run's outputs path can be chosen at run time. Checkpoints
+# are rotated by the trainer itself (see `save_total_limit` in `trainer.sft`): 3 newest, plus the best.
 TRAINER_DEFAULTS: dict[str, Any] = {
     "bf16": False,
     "gradient_checkpointing": None,
@@ -25,6 +26,7 @@ TRAINER_DEFAULTS: dict[str, Any] = {
     "logging_steps": 10,
     "save_strategy": "steps",
     "save_steps": 500,
+    "save_total_limit": 3,
     "disable_tqdm": True,
 }
 
@@ -58,8 +60,15 @@ class ScriptArguments:
     resume_from: str = field(
         default="",
         metadata={
-            "help": "Resume from a run's artifacts/outputs path, a checkpoint folder, or `latest` (the newest "
-            "complete checkpoint under --output_dir); empty starts from scratch."
+            "help": "`latest` (the newest complete checkpoint in --output_dir) or `checkpoint-<N>` (that one, in "
+            "--output_dir); empty starts from scratch. No paths: a resumed run's outputs hold the copied checkpoint."
+        },
+    )
+    keep_best_checkpoint: bool = field(
+        default=True,
+        metadata={
+            "help": "Keep the best checkpoint by the eval contract's first metric besides the newest "
+            "--save_total_limit ones (evaluation then runs at every save step)."
         },
     )
     metrics_jsonl: str = field(

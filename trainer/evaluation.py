@@ -103,6 +103,18 @@ def contract_from_args(eval_args: Any) -> EvalContract | None:
     return contract
 
 
+def best_metric(contract: EvalContract) -> tuple[str, bool]:
+    """The metric that names the best checkpoint during training, and whether higher is better.
+
+    The contract's first metric ranks runs (the bot's `compare` does the same); lower is better for losses,
+    perplexity and errors. `eval_perplexity` is derived after evaluation, so `eval_loss` (same order) stands
+    in for it.
+    """
+    name = contract.metrics[0]
+    greater = not any(word in name for word in ("loss", "perplexity", "error"))
+    return ("eval_loss" if name == "eval_perplexity" else name), greater
+
+
 def select_rows(dataset: Any, contract: EvalContract) -> Any:
     """Apply procedure v1's seeded row selection to a loaded eval split."""
     if contract.max_samples and contract.max_samples < len(dataset):

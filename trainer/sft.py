@@ -2,8 +2,9 @@
 
 Added to TRL's script: pinned loading (model and data by id + revision or local path, data digest
 checked), project defaults for CPU machines, tracking (Polyaxon inside a run, a JSONL file always),
-checkpoints under the run's outputs with a completeness marker, resume from the newest complete
-checkpoint of this or an earlier run, an orderly stop on SIGTERM, and the fixed evaluation contract.
+checkpoints under the run's outputs with a completeness marker and retention, resume from a complete
+checkpoint in the run's own outputs (never a silent fresh start), an orderly stop on SIGTERM, and the
+fixed evaluation contract.
 """
 
 from __future__ import annotations
@@ -18,11 +19,21 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from trainer.checkpoints import CheckpointMeta, check_compatible, resolve_resume, tokenizer_fingerprint
+from trainer.checkpoints import (
+    CheckpointError,
+    CheckpointMeta,
+    ResumeValueError,
+    abandon_newer,
+    check_compatible,
+    checkpoint_step,
+    resolve_resume,
+    tokenizer_fingerprint,
+)
 from trainer.config import DEFAULT_LOCAL_OUTPUT_DIR
 from trainer.evaluation import (
     V1_EVAL_BATCH_SIZE,
     EvalContract,
+    best_metric,
     contract_from_args,
     contract_hash,
     eval_results,
@@ -33,6 +44,8 @@ from trainer.evaluation import (
 logger = logging.getLogger("trainer")
 
 EXIT_STOPPED = 143  # 128 + SIGTERM: the run was stopped, its last checkpoint and metrics are saved
+EXIT_BAD_RESUME = 2  # --resume_from is not empty, `latest` or `checkpoint-<N>`: nothing was loaded
+EXIT_NO_CHECKPOINT = 3  # nothing complete and compatible to resume from: refused rather than train from scratch
 _VERSIONED = ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "tokenizers")
 
 
@@ -70,7 +83,10 @@ def resolve_output_dir(requested: str, in_polyaxon: bool) -> Path:
 
 
 def local_recipe_hash(script_args: Any, training_args: Any, model_args: Any) -> str:
-    """Hash the training-relevant choices when the bot passed no `--recipe_hash` (so resume still checks)."""
+    """Hash the training-relevant choices when the bot passed no `--recipe_hash` (so resume still checks).
+
+    The schedule's length (`max_steps`, `num_train_epochs`) is left out: resuming with a longer one is allowed.
+    """
     from trainer.evaluation import contract_hash as _sha
 
     keys = (
@@ -81,8 +97,6 @@ def local_recipe_hash(script_args: Any, training_args: Any, model_args: Any) -> 
         "seed",
         "lr_scheduler_type",
         "warmup_ratio",
-        "num_train_epochs",
-        "max_steps",
         "bf16",
         "weight_decay",
         "assistant_only_loss",
@@ -148,6 +162,33 @@ def _setup_logging(is_main: bool) -> None:
     transformers.utils.logging.set_verbosity(logging.WARNING)
 
 
+def _resume_refused(exc: CheckpointError) -> int:
+    logger.error("cannot resume: %s", exc)
+    return EXIT_BAD_RESUME if isinstance(exc, ResumeValueError) else EXIT_NO_CHECKPOINT
+
+
+def configure_retention(training_args: Any, contract: EvalContract | None, keep_best: bool) -> tuple[int, bool]:
+    """Take checkpoint rotation over from the Trainer; return (newest complete ones to keep, whether best counts).
+
+    The Trainer's own rotation runs before the completeness marker is written, counts the best within the
+    limit and, at a limit of 1, deletes the newest checkpoint at the end; the trainer rotates in
+    `CheckpointMetaCallback` instead. The Trainer still tracks the best (`metric_for_best_model`,
+    `greater_is_better`; never `load_best_model_at_end`: the final model is the last one), which needs an
+    evaluation at every save step.
+    """
+    keep = int(training_args.save_total_limit or 0)
+    training_args.save_total_limit = None
+    if not keep_best or contract is None or training_args.eval_strategy == "no":
+        return keep, False
+    training_args.metric_for_best_model, training_args.greater_is_better = best_metric(contract)
+    save, every = float(training_args.save_steps), float(training_args.eval_steps or 0)
+    by_steps = training_args.eval_strategy == "steps" and training_args.save_strategy == "steps"
+    if by_steps and save >= 1 and every >= 1 and save % every:
+        logger.info("eval_steps %g -> %g: the best checkpoint is known only where evaluation meets a save", every, save)
+        training_args.eval_steps = training_args.save_steps
+    return keep, True
+
+
 def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) -> int:
     """Train, checkpoint, evaluate and track one SFT run; return the process exit code."""
     import transformers
@@ -173,6 +214,10 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
 
     contract = contract_from_args(eval_args)
     recipe_hash = script_args.recipe_hash or local_recipe_hash(script_args, training_args, model_args)
+    try:
+        checkpoint = resolve_resume(script_args.resume_from, output_dir)
+    except CheckpointError as exc:
+        return _resume_refused(exc)
 
     # Seed before anything random is built (LoRA init, dropout): TRL applies PEFT before the Trainer seeds.
     transformers.set_seed(training_args.seed)
@@ -183,6 +228,7 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
         training_args.eval_strategy = "steps"
     if contract is not None:
         training_args.per_device_eval_batch_size = V1_EVAL_BATCH_SIZE
+    keep, keep_best = configure_retention(training_args, contract, script_args.keep_best_checkpoint)
 
     pins = {
         "model": model_args.model_name_or_path,
@@ -202,6 +248,7 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
             "model": asdict(model_args),
             "eval": asdict(eval_args),
             "training": training_args.to_sanitized_dict(),
+            "retention": {"save_total_limit": keep, "keep_best_checkpoint": keep_best},
         },
         "pins": pins,
         "versions": library_versions(),
@@ -216,10 +263,15 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
         recipe_hash=recipe_hash,
         world_size=world_size,
     )
-    checkpoint = resolve_resume(script_args.resume_from, output_dir)
     if checkpoint is not None:
-        check_compatible(checkpoint, expected_meta)
+        try:
+            check_compatible(checkpoint, expected_meta)
+        except CheckpointError as exc:
+            return _resume_refused(exc)
         logger.info("resuming from %s", checkpoint)
+        if is_main:
+            for folder in abandon_newer(output_dir, checkpoint_step(checkpoint) or 0):
+                logger.warning("%s is newer than the checkpoint resumed from: no longer marked complete", folder.name)
 
     sinks: list[TrackingSink] = []
     polyaxon_run = None
@@ -234,6 +286,7 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
     sink = MultiSink(sinks)
     stopper = StopOnSignalCallback()
     stopper.install()
+    checkpoints = CheckpointMetaCallback(expected_meta, sink, keep=keep, keep_best=keep_best, resumed_from=checkpoint)
 
     trainer = SFTTrainer(
         model=model,
@@ -242,10 +295,11 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
         eval_dataset=eval_dataset,
         processing_class=tokenizer,
         peft_config=get_peft_config(model_args),
-        callbacks=[TrackingCallback(sink, params), CheckpointMetaCallback(expected_meta), stopper],
+        callbacks=[TrackingCallback(sink, params), checkpoints, stopper],
     )
     try:
         train_result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        checkpoints.report(output_dir, trainer.state)
         if stopper.requested:
             logger.warning("stopped at step %s; checkpoint saved", trainer.state.global_step)
             sink.log_results({"stopped_at_step": trainer.state.global_step})

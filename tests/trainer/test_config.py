@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.trainer.runs import REPO
-from trainer.config import normalize_target_modules, parse_args
+from trainer.config import EvalArguments, normalize_target_modules, parse_args
+from trainer.evaluation import contract_from_args
 
 
 def test_yaml_sets_defaults_and_command_line_wins(tmp_path: Path) -> None:
@@ -40,6 +41,35 @@ def test_project_defaults_suit_cpu_machines() -> None:
 def test_resume_flag_spellings(flag: str) -> None:
     script, *_ = parse_args([flag, "latest"])
     assert script.resume_from == "latest"
+
+
+def test_retention_flags_as_the_component_renders_them() -> None:
+    script, training, *_ = parse_args(["--model_name_or_path", "m"])
+    assert training.save_total_limit == 3 and script.keep_best_checkpoint is True
+    script, training, *_ = parse_args(["--save_total_limit=5", "--keep_best_checkpoint=False"])
+    assert training.save_total_limit == 5 and script.keep_best_checkpoint is False
+
+
+@pytest.mark.parametrize(
+    ("metrics", "keep_best", "expected"),
+    [
+        ("eval_perplexity,eval_loss", True, (3, True, "eval_loss", False, 2)),
+        ("eval_mean_token_accuracy", True, (3, True, "eval_mean_token_accuracy", True, 2)),
+        ("eval_loss", False, (3, False, None, None, 5)),
+    ],
+    ids=["perplexity-ranks-by-loss", "accuracy-higher-is-better", "best-off"],
+)
+def test_retention_takes_rotation_over_and_evaluates_at_saves(
+    metrics: str, keep_best: bool, expected: tuple[object, ...]
+) -> None:
+    from trainer.sft import configure_retention
+
+    _, training, _, _ = parse_args(["--save_steps", "2", "--eval_steps", "5", "--eval_strategy", "steps"])
+    contract = contract_from_args(EvalArguments(eval_dataset_name="manifests/datasets/tiny-chat", eval_metrics=metrics))
+    keep, best = configure_retention(training, contract, keep_best)
+    assert training.save_total_limit is None  # the trainer rotates, after the completeness marker
+    assert (keep, best, training.metric_for_best_model, training.greater_is_better, training.eval_steps) == expected
+    assert training.load_best_model_at_end is False  # the final model stays the last one
 
 
 @pytest.mark.parametrize(

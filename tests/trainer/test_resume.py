@@ -51,16 +51,17 @@ def test_killed_run_resumes_with_identical_losses(tiny_model: Path, tmp_path: Pa
     complete = newest_complete_checkpoint(first)
     assert complete is not None
     resumed_from = int(complete.name.split("-")[1])
+    # A new operation whose own outputs start with a copy of the first one's (what Polyaxon's copy does).
+    shutil.copytree(first, second, ignore=shutil.ignore_patterns("metrics.jsonl"))
     # A checkpoint torn by a kill at a later step must be skipped.
-    torn = first / f"checkpoint-{resumed_from + 5}"
+    torn = second / f"checkpoint-{resumed_from + 5}"
     torn.mkdir()
     shutil.copy(complete / "model.safetensors", torn / "model.safetensors")
     (torn / "trainer_state.json").write_text(json.dumps({"global_step": resumed_from + 5}))
     assert missing_parts(torn)
 
-    # A new operation with its own outputs, loading the first one's artifacts (what the bot's resume passes).
     log2 = tmp_path / "op2.log"
-    argv2 = tiny_args(tiny_model, second, max_steps=STEPS, save_steps=SAVE, resume_from=first, **FAST)
+    argv2 = tiny_args(tiny_model, second, max_steps=STEPS, save_steps=SAVE, resume_from="latest", **FAST)
     proc2 = start_trainer(argv2, log2)
     assert proc2.wait(timeout=240) == 0, log2.read_text()[-3000:]
 

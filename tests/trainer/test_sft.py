@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.trainer.runs import TINY_CHAT, read_jsonl, tiny_args, train_in_process, train_losses
-from trainer.checkpoints import CheckpointError, missing_parts, read_meta
+from trainer.checkpoints import missing_parts, read_meta
 from trainer.evaluation import EvalContractError, contract_hash
+from trainer.sft import EXIT_NO_CHECKPOINT
 from trainer.tiny_data import write_tiny_text
 
 pytestmark = pytest.mark.trainer
@@ -128,10 +130,14 @@ def test_lora_on_plain_text(tiny_model: Path, tmp_path: Path) -> None:
     assert len(train_losses(out / "metrics.jsonl")) == 4
 
 
-def test_resume_refuses_a_checkpoint_of_another_recipe(full_run: Path, tiny_model: Path, tmp_path: Path) -> None:
-    argv = tiny_args(tiny_model, tmp_path, resume_from=full_run, recipe_hash="another-recipe")
-    with pytest.raises(CheckpointError, match="recipe hash"):
-        train_in_process(argv)
+def test_resume_refuses_a_checkpoint_of_another_recipe(
+    full_run: Path, tiny_model: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    shutil.copytree(full_run / "checkpoint-10", tmp_path / "checkpoint-10")  # what Polyaxon's copy does
+    argv = tiny_args(tiny_model, tmp_path, resume_from="checkpoint-10", recipe_hash="another-recipe")
+    assert train_in_process(argv) == EXIT_NO_CHECKPOINT
+    assert "recipe hash" in caplog.text
+    assert not (tmp_path / "metrics.jsonl").exists() and not (tmp_path / "model").exists()
 
 
 def test_a_changed_eval_contract_is_refused(tiny_model: Path, tmp_path: Path) -> None:

@@ -1,0 +1,38 @@
+"""The trainer's Polyaxon sink against the real local Polyaxon server: outputs the bot reads back from the run."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.polyaxon import PolyaxonGateway
+from tests.fixtures import polyaxon as plx
+
+polyaxon_stack = plx.polyaxon_stack
+gateway = plx.gateway
+
+pytestmark = [pytest.mark.polyaxon, pytest.mark.trainer]
+
+# What CheckpointMetaCallback logs through the sink in a resumed run, then the sink's close.
+JOB = """
+from trainer.callbacks import PolyaxonSink, init_polyaxon_run
+sink = PolyaxonSink(init_polyaxon_run())
+sink.log_outputs({"max_steps": 14, "resumed_from_checkpoint": "checkpoint-12", "resumed_from_step": 12})
+sink.log_outputs({"checkpoint_latest": "checkpoint-14", "checkpoint_latest_step": 14,
+                  "checkpoints": ["checkpoint-12", "checkpoint-14"], "checkpoint_best": "checkpoint-12",
+                  "checkpoint_best_step": 12})
+sink.log_results({"global_step": 14})
+sink.close()
+"""
+
+
+def test_checkpoint_outputs_reach_the_run_record_lists_included(gateway: PolyaxonGateway) -> None:
+    run = gateway.submit(plx.python_operation(JOB, name="sink"), name=plx.unique_name("sink-outputs"))
+    done = plx.wait_for_status(gateway, run.uuid, {"succeeded", "failed"}, timeout_s=120)
+    lines = [line.value for line in gateway.tail_logs(run.uuid, lines=60).lines]
+    assert done.status == "succeeded", lines
+    got = gateway.get_run(run.uuid, with_conditions=False).outputs
+    assert got["checkpoints"] == ["checkpoint-12", "checkpoint-14"]  # a list survives log_outputs
+    assert got["checkpoint_latest"] == "checkpoint-14" and got["checkpoint_latest_step"] == 14
+    assert got["checkpoint_best"] == "checkpoint-12" and got["checkpoint_best_step"] == 12
+    assert got["resumed_from_checkpoint"] == "checkpoint-12" and got["resumed_from_step"] == 12
+    assert got["max_steps"] == 14 and got["global_step"] == 14
