@@ -70,7 +70,7 @@ def serve(host: str | None, port: int | None) -> None:
     "--script",
     default=None,
     type=click.File("r"),
-    help="Read shell lines from FILE (`-` for stdin) instead of the terminal; ends at EOF.",
+    help="Read shell lines from FILE (`-` for stdin) instead of the terminal; at EOF, waits for the bot's answers.",
 )
 @click.option(
     "--store",
@@ -79,13 +79,19 @@ def serve(host: str | None, port: int | None) -> None:
     show_default=True,
     help="Folder for the local Polyaxon server's database and the runs' artifacts.",
 )
-def local(script: TextIO | None, store: Path) -> None:
+@click.option(
+    "--verbose", is_flag=True, help="Show the bot's logs in the terminal too (they always go to STORE/local.log)."
+)
+def local(script: TextIO | None, store: Path, verbose: bool) -> None:
     """The embedded default: local Polyaxon, local Slack stand-in, SQLite and an interactive shell."""
+    from bot.local.logs import route_logs
     from bot.local.shell import run_local
 
     settings = _settings()
     _require_migrated(settings)
-    sys.exit(run_local(settings, store=store, lines=script))
+    # The terminal stands in for the channel: log lines would drown what a person there sees.
+    log_path = route_logs(store / "local.log", verbose=verbose)
+    sys.exit(run_local(settings, store=store, lines=script, log_path=log_path, verbose=verbose))
 
 
 @main.command("local-polyaxon")

@@ -93,15 +93,40 @@ class DeferredWork:
     a thread an ack needs. `build_app` sets `on_error` to the app's one error handler.
     """
 
-    def __init__(self, gate: AckGate, threads: int = WORK_THREADS) -> None:
+    def __init__(self, gate: AckGate, threads: int = WORK_THREADS, on_error: ErrorReporter | None = None) -> None:
         self.gate = gate
-        self.on_error: ErrorReporter | None = None
+        self.on_error: ErrorReporter | None = on_error
         # Threads start lazily, on the first submit: constructing this has no side effects.
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="slack-work")
+        self._lock = threading.Lock()
+        self._in_flight: set[Future[None]] = set()
+        self._changed_at = time.monotonic()
 
     def submit(self, body: dict[str, Any], work: Callable[[], None]) -> Future[None]:
         """Run `work()` soon; an exception goes to `on_error` with the delivery's body."""
-        return self._pool.submit(self._run, body, work)
+        future = self._pool.submit(self._run, body, work)
+        with self._lock:
+            self._in_flight.add(future)
+            self._changed_at = time.monotonic()
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, future: Future[None]) -> None:
+        with self._lock:
+            self._in_flight.discard(future)
+            self._changed_at = time.monotonic()
+
+    @property
+    def in_flight(self) -> int:
+        """Deliveries whose work is queued or running."""
+        with self._lock:
+            return len(self._in_flight)
+
+    @property
+    def changed_at(self) -> float:
+        """`time.monotonic()` of the last submit or finish (how long the work has been quiet)."""
+        with self._lock:
+            return self._changed_at
 
     def _run(self, body: dict[str, Any], work: Callable[[], None]) -> None:
         self.gate.yield_to_acks()

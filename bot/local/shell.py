@@ -13,27 +13,34 @@ over real signed HTTP), then reads lines from the terminal or a script, like Hub
     sleep SECONDS                        pause
     help, quit
 
-Messages the bot posts in the channel and in threads, card edits and ephemeral replies are printed as
-they arrive.
+What a person in the channel would see is printed as it arrives: messages and thread posts in full, an
+edit of one as a line of what changed, reactions, and replies only you see. The bot's logs go to a file.
+A command that names a recipe whose local model or dataset is not built yet builds it first (`assets.py`).
+At the end of the input the shell waits until the bot has answered everything it was sent (not for runs).
 """
 
 from __future__ import annotations
 
+import http.client
 import secrets
 import shlex
 import sys
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
 from pydantic import SecretStr
 
+from bot.local.assets import RecipeAssets
+from bot.local.pending import DRAIN_TIMEOUT_S, drain
 from bot.local.polyaxon import LocalPolyaxonStack
+from bot.local.printer import Printer
 from bot.local.slack import SlackSender, SlackStandIn
-from bot.local.slack.server import DEFAULT_CHANNEL
+from bot.local.slack.server import DEFAULT_CHANNEL, ApiError
+from bot.services import DeferredWork
 from bot.settings import Settings
 from storage import repos
 
@@ -44,74 +51,30 @@ LOCAL_APPROVER_GROUP = "S0APPROVE"  # the stand-in's ml-approvers group: bob and
 HELP = (__doc__ or "").split("\n\n")[1]
 
 
-def message_text(message: dict[str, Any]) -> str:
-    """What a person would read: the blocks' texts, else the fallback text."""
-    parts: list[str] = []
-    for block in message.get("blocks") or []:
-        text = block.get("text")
-        if isinstance(text, dict) and text.get("text"):
-            parts.append(str(text["text"]))
-        for item in block.get("fields") or []:
-            if isinstance(item, dict) and item.get("text"):
-                parts.append(str(item["text"]))
-        for element in block.get("elements") or []:
-            if isinstance(element, dict) and element.get("type") in ("mrkdwn", "plain_text"):
-                parts.append(str(element.get("text") or ""))
-            elif isinstance(element, dict) and element.get("type") == "button":
-                parts.append(f"[{element['text']['text']}]")
-    return "\n".join(parts) if parts else str(message.get("text") or "")
-
-
-@dataclass
-class Printer:
-    """Prints what appears in the stand-in's channel (cards, edits, thread replies) and ephemeral replies."""
-
-    standin: SlackStandIn
-    out: TextIO
-    channel: str = DEFAULT_CHANNEL
-    _seen: dict[str, str] = field(default_factory=dict)
-    _replies_seen: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def poll(self) -> None:
-        """Print everything new since the last poll."""
-        with self._lock:
-            for message in self.standin.messages(self.channel):
-                self._show(message, indent="")
-                for reply in self.standin.replies(self.channel, message["ts"]):
-                    self._show(reply, indent="    │ ")
-            posts = self.standin.response_url_posts(self.channel)
-            for post in posts[self._replies_seen :]:
-                self._write(f"(only you) {message_text(post['payload'])}", indent="")
-            self._replies_seen = len(posts)
-
-    def _show(self, message: dict[str, Any], *, indent: str) -> None:
-        text = message_text(message)
-        ts = str(message["ts"])
-        if self._seen.get(ts) == text:
-            return
-        label = "edited" if ts in self._seen else "new"
-        self._seen[ts] = text
-        self._write(f"[{ts}] ({label}) {text}", indent=indent)
-
-    def _write(self, text: str, *, indent: str) -> None:
-        for line in text.splitlines() or [""]:
-            self.out.write(f"{indent}{line}\n")
-        self.out.flush()
-
-
 class Shell:
     """Turns typed lines into Slack deliveries to the bot."""
 
     def __init__(
-        self, *, sender: SlackSender, standin: SlackStandIn, runtime: Any, printer: Printer, out: TextIO
+        self,
+        *,
+        sender: SlackSender,
+        standin: SlackStandIn,
+        runtime: Any,
+        printer: Printer,
+        out: TextIO,
+        work: DeferredWork,
+        assets: RecipeAssets | None = None,
     ) -> None:
         self.sender = sender
         self.standin = standin
         self.runtime = runtime
         self.printer = printer
         self.out = out
+        self.work = work
+        self.assets = assets
         self.user = PEOPLE["alice"]
+        self.printer.viewer = self.user
+        self.sent_at = time.monotonic()  # when the last delivery went to the bot
 
     def handle(self, line: str) -> bool:
         """Carry out one line; False when the shell should end."""
@@ -120,33 +83,50 @@ class Shell:
             return True
         if line in ("quit", "exit"):
             return False
+        try:
+            self._handle(line)
+        except (OSError, http.client.HTTPException) as exc:
+            self.say(f"could not reach the bot: {exc}")
+        except ValueError as exc:
+            self.say(f"{line!r}: {exc}; type `help`")
+        return True
+
+    def _handle(self, line: str) -> None:
         if line == "help":
             self.say(HELP)
         elif line.startswith("/finetune"):
-            text = line.removeprefix("/finetune").strip()
-            if "$RUN" in text:
-                # Scripts can't know a run's name in advance; in Slack a person copies it from the card.
-                newest = self.newest_run()
-                if newest is None:
-                    self.say("`$RUN` stands for the newest run, and there is none yet")
-                    return True
-                text = text.replace("$RUN", newest)
-            sent = self.sender.slash_command(text, user_id=self.user, channel_id=DEFAULT_CHANNEL)
-            if sent.status != 200:
-                self.say(f"the bot answered HTTP {sent.status}: {sent.body[:200]}")
+            self.command(line.removeprefix("/finetune").strip())
         elif line[0] in "+-" and len(line) > 1:
             self.react(line)
         elif line.startswith("as "):
             who = line.removeprefix("as ").strip()
             self.user = PEOPLE.get(who, who)
+            self.printer.viewer = self.user
             self.say(f"you are now {who} ({self.user})")
-        elif line.startswith("wait"):
+        elif line.split()[0] == "wait":
             self.wait_idle(float(line.split()[1]) if len(line.split()) > 1 else DEFAULT_WAIT_S)
         elif line.startswith("sleep "):
             time.sleep(float(line.split()[1]))
         else:
             self.say(f"unknown input {line!r}; type `help`")
-        return True
+
+    def command(self, text: str) -> None:
+        """Send `/finetune <text>` as a signed slash command, after building what its recipe needs."""
+        if "$RUN" in text:
+            # Scripts can't know a run's name in advance; in Slack a person copies it from the card.
+            self.drain(quiet=True)  # a run just asked for is then in the database
+            newest = self.newest_run()
+            if newest is None:
+                self.say("`$RUN` stands for the newest run, and there is none yet")
+                return
+            text = text.replace("$RUN", newest)
+        if self.assets is not None:
+            self.assets.prepare(text)
+        self.sent_at = time.monotonic()
+        sent = self.sender.slash_command(text, user_id=self.user, channel_id=DEFAULT_CHANNEL)
+        self.sent_at = time.monotonic()
+        if sent.status != 200:
+            self.say(f"the bot answered HTTP {sent.status}: {sent.body[:200]}")
 
     def newest_run(self) -> str | None:
         """The name of the newest run in the bot's database."""
@@ -166,36 +146,51 @@ class Shell:
         if all(m["ts"] != ts for m in messages):
             self.say(f"no message {ts} in the channel")
             return
-        if line[0] == "+":
-            self.standin.react_as_user(self.user, DEFAULT_CHANNEL, ts, name)
-            kind = "reaction_added"
-        else:
-            self.standin.unreact_as_user(self.user, DEFAULT_CHANNEL, ts, name)
-            kind = "reaction_removed"
+        try:
+            if line[0] == "+":
+                self.standin.react_as_user(self.user, DEFAULT_CHANNEL, ts, name)
+                kind = "reaction_added"
+            else:
+                self.standin.unreact_as_user(self.user, DEFAULT_CHANNEL, ts, name)
+                kind = "reaction_removed"
+        except ApiError as err:  # already_reacted, no_reaction: Slack would not send the event either
+            self.say(f"Slack says {err.error}")
+            return
+        self.sent_at = time.monotonic()
         self.sender.reaction(kind, user=self.user, channel=DEFAULT_CHANNEL, ts=ts, reaction=name)
+        self.sent_at = time.monotonic()
 
     def _replies(self, top: dict[str, Any]) -> list[dict[str, Any]]:
         return self.standin.replies(DEFAULT_CHANNEL, top["ts"])
 
+    def drain(self, timeout_s: float = DRAIN_TIMEOUT_S, *, quiet: bool = False) -> bool:
+        """Wait until the bot has carried out and answered every delivery sent (not runs); False on timeout."""
+        done = drain(self.work, sent_at=self.sent_at, timeout_s=timeout_s)
+        self.printer.poll()
+        if not done and not quiet:
+            busy = self.work.in_flight
+            self.say(f"stopped waiting after {timeout_s:.0f} s: the bot is still handling {busy} delivery(ies)")
+        return done
+
     def wait_idle(self, timeout_s: float) -> bool:
         """Wait until the bot has no active run (and has told the last transition); False on timeout."""
         deadline = time.monotonic() + timeout_s
-        time.sleep(2 * POLL_S)  # let a command sent just before reach the database
+        self.drain(min(timeout_s, DRAIN_TIMEOUT_S))  # a run just asked for is then in the database
+        active: list[Any] = []
         while time.monotonic() < deadline:
             with self.runtime.services.sessions() as s:
                 active = list(repos.list_active_runs(s))
                 unposted = list(repos.unposted_status_events(s))
             if not active and not unposted:
-                time.sleep(2 * POLL_S)
-                self.printer.poll()
+                self.drain(max(1.0, deadline - time.monotonic()), quiet=True)
                 return True
             time.sleep(1.0)
         self.say(f"still {len(active)} active run(s) after {timeout_s:.0f} s")
         return False
 
     def say(self, text: str) -> None:
-        self.out.write(f"» {text}\n")
-        self.out.flush()
+        """A note of the shell's own (not something the bot said)."""
+        note(self.out, text)
 
 
 def local_settings(settings: Settings, standin: SlackStandIn, polyaxon_host: str, signing_secret: str) -> Settings:
@@ -217,37 +212,20 @@ def local_settings(settings: Settings, standin: SlackStandIn, polyaxon_host: str
     return settings.model_copy(update={"slack": slack, "polyaxon": polyaxon, "finetune": finetune})
 
 
-def build_local_assets(catalog_dir: Path, out: TextIO) -> None:
-    """Build the local models and datasets recipes name (e.g. sft-tiny's tiny Llama) when they are missing.
-
-    A build command starts with `python`: it runs with this interpreter, in the repository root.
-    """
-    import subprocess
-
-    from bot.catalog import Catalog
-
-    catalog = Catalog.load(catalog_dir)
-    for build in catalog.missing_local_builds():
-        out.write(f"» building a local asset: {build}\n")
-        out.flush()
-        argv = shlex.split(build)
-        if argv and argv[0] in ("python", "python3"):
-            argv[0] = sys.executable
-        done = subprocess.run(argv, cwd=catalog.repo_root, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            # Only the recipes that need it are affected; a run of one of them says what is missing.
-            last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-            out.write(f"» could not build it ({last}); recipes that need it will refuse to run\n")
-            out.flush()
-
-
-def run_local(settings: Settings, *, store: Path, lines: Iterable[str] | None, out: TextIO = sys.stdout) -> int:
-    """Start everything, run the shell until EOF/quit, stop everything; the exit status."""
+def run_local(
+    settings: Settings,
+    *,
+    store: Path,
+    lines: Iterable[str] | None,
+    out: TextIO = sys.stdout,
+    log_path: Path | None = None,
+    verbose: bool = False,
+) -> int:
+    """Start everything, run the shell until EOF/quit, wait for the bot's answers, stop everything; the exit status."""
     from bot.app import build_runtime
     from bot.web import build_http_server
 
     workdir = Path.cwd()
-    build_local_assets(settings.finetune.catalog_dir, out)
     stack = LocalPolyaxonStack(store / "polyaxon", workdir=workdir)
     standin = SlackStandIn().start()
     signing_secret = secrets.token_hex(16)
@@ -255,11 +233,14 @@ def run_local(settings: Settings, *, store: Path, lines: Iterable[str] | None, o
     http = None
     stop = threading.Event()
     try:
-        out.write("» starting the local Polyaxon server and agent…\n")
-        out.flush()
+        if log_path is not None:
+            shown = "shown here too" if verbose else "`--verbose` shows them here too"
+            note(out, f"the bot's logs go to {log_path} ({shown})")
+        note(out, "starting the local Polyaxon server and agent…")
         stack.start()
         bot_settings = local_settings(settings, standin, stack.host, signing_secret)
         runtime = build_runtime(bot_settings)
+        work = runtime.services.work
         runtime.start()
         http = build_http_server(bot_settings, runtime.services, "127.0.0.1", 0, app=runtime.app).start()
         printer = Printer(standin, out)
@@ -269,6 +250,8 @@ def run_local(settings: Settings, *, store: Path, lines: Iterable[str] | None, o
             runtime=runtime,
             printer=printer,
             out=out,
+            work=work,
+            assets=RecipeAssets(runtime.services.catalog, partial(note, out)) if runtime.services.catalog else None,
         )
 
         def follow() -> None:
@@ -276,24 +259,20 @@ def run_local(settings: Settings, *, store: Path, lines: Iterable[str] | None, o
                 printer.poll()
 
         threading.Thread(target=follow, name="local-printer", daemon=True).start()
-        out.write(
-            f"» ready: Polyaxon {stack.host} (UI {stack.host}/ui), channel #ml-training, you are alice. Type `help`.\n"
+        note(
+            out, f"ready: Polyaxon {stack.host} (UI {stack.host}/ui), channel #ml-training, you are alice. Type `help`."
         )
-        out.flush()
         interactive = lines is None and sys.stdin.isatty()
         source: Iterable[str] = lines if lines is not None else sys.stdin
-        if interactive:
-            out.write("finetune> ")
-            out.flush()
+        prompt(out, interactive)
         for line in source:
             if not shell.handle(line):
                 break
             time.sleep(POLL_S)  # let the ack's reply arrive before the next prompt
             printer.poll()
-            if interactive:
-                out.write("finetune> ")
-                out.flush()
-        printer.poll()
+            prompt(out, interactive)
+        # The end of a script is not the end of what it asked: print every answer before stopping the bot.
+        shell.drain()
         return 0
     finally:
         stop.set()
@@ -303,3 +282,16 @@ def run_local(settings: Settings, *, store: Path, lines: Iterable[str] | None, o
             runtime.stop()
         standin.stop()
         stack.stop()
+
+
+def note(out: TextIO, text: str) -> None:
+    """One line of the shell's own."""
+    out.write(f"» {text}\n")
+    out.flush()
+
+
+def prompt(out: TextIO, interactive: bool) -> None:
+    """The prompt, when a person types."""
+    if interactive:
+        out.write("finetune> ")
+        out.flush()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +27,12 @@ as bob
 +white_check_mark last
 sleep 6
 /finetune trace local-demo
-quit
+/finetune status $RUN
 """
+# No `quit`: the script ends at EOF, and the last command's answer must still be printed.
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (DEBUG|INFO|WARNING) ", re.MULTILINE)
+# What may follow a one-line edit: another message, a thread post, a private reply, a note of the shell's.
+NEXT_ITEM = re.compile(r"^(    │ )?\[\d+\.\d+\] |^\(only |^» ")
 
 
 def test_local_runs_sft_tiny_to_succeeded_from_a_script(tmp_path: Path, tiny_model: Path) -> None:
@@ -51,12 +56,29 @@ def test_local_runs_sft_tiny_to_succeeded_from_a_script(tmp_path: Path, tiny_mod
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
     assert "» ready" in out
+    # The terminal is the channel: the bot's logs are in the file it names, not on stdout or stderr.
+    log = tmp_path / "store" / "local.log"
+    assert f"» the bot's logs go to {log}" in out
+    assert LOG_LINE.search(out) is None and LOG_LINE.search(done.stderr) is None, done.stderr[-3000:]
+    assert " INFO finetune_bot.commands: command " in log.read_text()
+    # Models are built on first use of a recipe that needs one (sft-tiny's is there): nothing at start.
+    assert "building it now" not in out and "smollm2" not in out.lower()
     assert "no recipe 'sft-tny'; did you mean sft-tiny" in out  # a typo is answered, nothing starts
-    assert "(edited)" in out and "succeeded" in out and "eval_loss" in out, out[-3000:]
+    # Each card edit is one line of what changed, not the card again.
+    lines = out.splitlines()
+    edits = [i for i, line in enumerate(lines) if "] (edited) " in line]
+    assert edits, out[-3000:]
+    assert all(i + 1 == len(lines) or NEXT_ITEM.match(lines[i + 1]) for i in edits), out[-3000:]
+    told = "\n".join(lines[i] for i in edits)  # how far the card got by each edit depends on the watcher's ticks
+    assert told.count("→ succeeded") == 1 and "step 10/10" in told and "eval_loss" in told, told
     assert "active run(s) after" not in out  # `wait` saw every run finish
     # Registration works on the embedded defaults: bob is a local approver.
     assert "Approval request: register local-demo" in out
     assert "Registered *local-demo:v1*" in out and "Trace of local-demo:v1" in out, out[-3000:]
+    assert "(reaction) +:floppy_disk: finetune-bot" in out
+    # The script's last command is answered before the shell exits.
+    assert "(only you) sft-tiny · sft-tiny-" in out.split("Trace of local-demo:v1")[-1], out[-3000:]
+    assert "stopped waiting" not in out
     # Everything it started is gone: no server, agent or job left behind.
     leftovers = subprocess.run(["pgrep", "-f", str(tmp_path / "store")], capture_output=True, text=True).stdout
     assert leftovers.strip() == "", leftovers

@@ -140,6 +140,13 @@ class SlackStandIn:
             msg = self.state.post(self.state.channel(channel), user=user, text=text, blocks=None, thread_ts=thread_ts)
         return str(msg["ts"])
 
+    def delete_message(self, channel: str, ts: str) -> None:
+        """A human deletes a message and its thread (as when a workspace no longer has a bot's old card)."""
+        with self.state.lock:
+            ch = self.state.channel(channel)
+            ch.find(ts)
+            ch.messages = [m for m in ch.messages if m["ts"] != ts and m.get("thread_ts") != ts]
+
     def react_as_user(self, user: str, channel: str, ts: str, name: str) -> None:
         """A human adds a reaction (state only; send the `reaction_added` event with SlackSender)."""
         with self.state.lock:

@@ -1,0 +1,213 @@
+"""What the local shell prints: messages as read, a card edit as one line of what changed, reactions, replies.
+
+Pure parts (`bot.local.messages`) on hand-made messages and on the bot's real status card; the `Printer` on
+the Slack stand-in's state, changed by the stand-in's own Web API methods (no server, no bot).
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+
+from bot.local.messages import describe_change, describe_edit, message_text, plain
+from bot.local.printer import Printer
+from bot.local.slack import SlackStandIn
+from bot.local.slack import chat as chat_api
+from bot.local.slack import reactions as reactions_api
+from bot.local.slack.state import BOT_USER_ID, DEFAULT_CHANNEL
+from bot.runs.card import CardView, card_text, render_card
+
+RUN = "sft-tiny-3f2a9c1d7e"
+
+
+def card(**changes: Any) -> dict[str, Any]:
+    """A status card message as the bot renders it."""
+    view = CardView(
+        **{
+            "name": RUN,
+            "recipe": "sft-tiny",
+            "presets": ["cpu-small"],
+            "recipe_presets": ["cpu-small"],
+            "requester": "U0ALICE01",
+            "pins": {"model": ".finetune/models/tiny-llama@sha256:" + "ab" * 32},
+            "status": "submitting",
+            **changes,
+        }
+    )
+    return {"ts": "1.000001", "text": card_text(view), "blocks": render_card(view)}
+
+
+SUBMITTED = {"uuid": "9c1d1234abcd", "polyaxon_url": "http://127.0.0.1:1/ui/default/finetune/runs/9c1d1234abcd"}
+
+
+def section_message(text: str) -> dict[str, Any]:
+    return {
+        "ts": "2.000001",
+        "text": "fallback",
+        "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}],
+    }
+
+
+# --- the one-line summary of an edit ---------------------------------------------------------------
+
+
+def test_a_card_that_succeeded_is_told_in_one_line_of_what_changed() -> None:
+    running = card(
+        status="running", step=20, max_steps=40, metrics={"loss": 3.91, "learning_rate": 0.0015}, **SUBMITTED
+    )
+    succeeded = card(
+        status="succeeded",
+        step=40,
+        max_steps=40,
+        metrics={"loss": 3.61, "learning_rate": 0.0, "eval_loss": 3.52},
+        **SUBMITTED,
+    )
+
+    line = describe_edit(running, succeeded)
+
+    assert line is not None and "\n" not in line
+    assert line.startswith(f"{RUN}: running → succeeded · step 40/40 · ")
+    assert "eval_loss 3.52" in line and "loss 3.61" in line and "learning_rate 0" in line
+    assert line.endswith("[Request registration]")  # a button that appears is news
+    assert "Requested by" not in line and "pins" not in line  # what did not change is not repeated
+
+
+def test_a_submitted_card_says_its_polyaxon_run() -> None:
+    line = describe_edit(card(), card(status="created", **SUBMITTED))
+    assert line == f"{RUN}: submitting → created · run 9c1d1234 · open in Polyaxon · −not submitted yet"
+
+
+def test_progress_is_told_by_its_label_and_new_value() -> None:
+    before = card(status="running", step=5, max_steps=40, metrics={"loss": 4.2}, **SUBMITTED)
+    after = card(status="running", step=20, max_steps=40, metrics={"loss": 3.9, "grad_norm": 1.5}, **SUBMITTED)
+    assert describe_edit(before, after) == f"{RUN}: step 20/40 · grad_norm 1.5 · loss 3.9"
+
+
+def test_an_edit_with_nothing_readable_changed_is_none() -> None:
+    assert describe_edit(card(), card()) is None
+    # Only markup changed: nobody reads a difference.
+    assert describe_edit(section_message("*status* `ok`"), section_message("*status* ok")) is None
+
+
+def test_an_edit_of_a_plain_message_is_told_by_its_first_words() -> None:
+    before = section_message("Approval request: register local-demo\n1 approval(s) needed · 0 so far")
+    after = section_message("Approval request: register local-demo\n1 approval(s) needed · 1 so far")
+    assert describe_edit(before, after) == "Approval request: register loca…: 0 so far → 1 so far"
+
+
+def test_a_long_edit_is_clipped_to_one_short_line() -> None:
+    before = section_message("\n".join(f"metric_{i} `{i}`" for i in range(40)))
+    after = section_message("\n".join(f"metric_{i} `{i + 1}`" for i in range(40)))
+    line = describe_edit(before, after)
+    assert line is not None and len(line) <= 220 and line.endswith("…") and "\n" not in line
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "told"),
+    [
+        ("running", "succeeded", "running → succeeded"),
+        ("step 20/40", "step 40/40", "step 40/40"),
+        ("eval_loss 3.52", "eval_loss 3.41", "eval_loss 3.41"),
+        ("not submitted yet", "run 9c1d1234", "not submitted yet → run 9c1d1234"),
+        ("a b c d e", "v w x y z", "v w x y z"),
+    ],
+    ids=["bare-word", "labelled-progress", "labelled-metric", "short-phrase", "long-phrase"],
+)
+def test_describe_change(before: str, after: str, told: str) -> None:
+    assert describe_change(before, after) == told
+
+
+@pytest.mark.parametrize(
+    ("mrkdwn", "read"),
+    [
+        (":runner: *running* · step 20/40 `█████░░░░░`", "running · step 20/40"),
+        ("<http://x/ui|open in Polyaxon>", "open in Polyaxon"),
+        ("eval_loss &lt;= 10", "eval_loss <= 10"),
+        ("snake_case_key `1`", "snake_case_key 1"),
+    ],
+    ids=["emoji-bold-bar", "link-label", "entities", "underscores-kept"],
+)
+def test_plain(mrkdwn: str, read: str) -> None:
+    assert plain(mrkdwn) == read
+
+
+def test_message_text_shows_buttons_and_files() -> None:
+    message = {
+        "text": "fallback",
+        "blocks": [
+            {"type": "actions", "elements": [{"type": "button", "text": {"type": "plain_text", "text": "Logs"}}]}
+        ],
+        "files": [{"name": "log.txt", "title": "log.txt", "size": 12}],
+    }
+    assert message_text(message) == "[Logs]\n[file log.txt, 12 bytes]"
+    assert message_text({"text": "only text"}) == "only text"
+
+
+# --- the printer, on the stand-in's state ------------------------------------------------------------
+
+
+def post(standin: SlackStandIn, message: dict[str, Any], *, thread_ts: str | None = None) -> str:
+    with standin.state.lock:
+        msg = standin.state.post(
+            standin.state.channel(DEFAULT_CHANNEL),
+            user=BOT_USER_ID,
+            text=message["text"],
+            blocks=message["blocks"],
+            thread_ts=thread_ts,
+        )
+    return str(msg["ts"])
+
+
+def update(standin: SlackStandIn, ts: str, message: dict[str, Any]) -> None:
+    args = {"channel": DEFAULT_CHANNEL, "ts": ts, "text": message["text"], "blocks": message["blocks"]}
+    with standin.state.lock:
+        chat_api.update(standin.state, args)
+
+
+def test_printer_prints_a_card_once_then_each_edit_as_one_line() -> None:
+    standin = SlackStandIn()
+    out = io.StringIO()
+    printer = Printer(standin, out, viewer="U0ALICE01")
+    ts = post(standin, card())
+    printer.poll()
+    first = out.getvalue()
+    assert first.startswith(f"[{ts}] (new) sft-tiny · {RUN}\n") and "[Stop]" in first
+
+    update(standin, ts, card(status="created", **SUBMITTED))
+    update(standin, ts, card(status="running", step=20, max_steps=40, **SUBMITTED))
+    printer.poll()
+    printer.poll()  # nothing new: nothing printed
+
+    edits = out.getvalue()[len(first) :].splitlines()
+    change = "submitting → running · step 20/40 · run 9c1d1234 · open in Polyaxon · −not submitted yet"
+    assert edits == [f"[{ts}] (edited) {RUN}: {change}"]
+
+
+def test_printer_shows_thread_posts_reactions_and_private_replies() -> None:
+    standin = SlackStandIn()
+    out = io.StringIO()
+    printer = Printer(standin, out, viewer="U0BOB0001")
+    top = post(standin, card())
+    reply = post(standin, section_message("Status: *running*"), thread_ts=top)
+    printer.poll()
+    with standin.state.lock:
+        reactions_api.add_reaction(standin.state.channel(DEFAULT_CHANNEL), reply, "white_check_mark", "U0BOB0001")
+        reactions_api.add_reaction(standin.state.channel(DEFAULT_CHANNEL), reply, "floppy_disk", BOT_USER_ID)
+        standin.state.ephemerals.append(
+            {"channel": DEFAULT_CHANNEL, "user": "U0CAROL01", "text": "Only approvers count.", "blocks": None}
+        )
+    printer.poll()
+    with standin.state.lock:
+        reactions_api.remove_reaction(standin.state.channel(DEFAULT_CHANNEL), reply, "white_check_mark", "U0BOB0001")
+    printer.poll()
+
+    lines = out.getvalue().splitlines()
+    assert f"    │ [{reply}] (new) Status: *running*" in lines
+    assert lines[-4:] == [
+        f"    │ [{reply}] (reaction) +:floppy_disk: finetune-bot",
+        f"    │ [{reply}] (reaction) +:white_check_mark: bob",
+        "(only carol) Only approvers count.",
+        f"    │ [{reply}] (reaction) −:white_check_mark: bob",
+    ]
