@@ -109,7 +109,7 @@ def handle_command(services: Services, command: Command, *, user: str, channel: 
         return render_presets(_catalog(services))
     if isinstance(command, RunCommand) and command.dry_run:
         # A PlanError (unknown recipe, a key the recipe does not declare, …) is a CommandError: the caller replies.
-        return render_plan(_catalog(services).plan(command))
+        return render_plan(_catalog(services).plan(command), notes=command.notes)
     if isinstance(command, DigestCommand):
         if services.digests is None:
             return not_available(command.name, "it needs the scheduler, which this bot was started without")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.catalog.errors import PlanError
+from bot.catalog.fit import presets_that_fit
 from bot.catalog.loading import load_manifests
 from bot.catalog.manifests import Component, Preset, Recipe
 from bot.catalog.pins import Pinner
@@ -62,8 +63,11 @@ class Catalog:
         """
         recipe = self.recipe(cmd.recipe)
         component = self.components[recipe.spec.component]
-        presets = presets_for_run(cmd.presets, recipe, component, self.presets)
-        return compile_plan(cmd, recipe, component, presets, self._pinner, require_local=require_local)
+        choice = presets_for_run(cmd.presets, recipe, component, self.presets)
+        plan = compile_plan(cmd, recipe, component, choice, self._pinner, require_local=require_local)
+        if plan.memory is not None and plan.memory.fits is False:
+            plan.fitting_presets = presets_that_fit(recipe, component, plan, self.presets.values(), self.repo_root)
+        return plan
 
     def missing_local_builds(self) -> list[str]:
         """Build commands of local models and datasets that recipes name but that are not built yet."""

@@ -125,9 +125,14 @@ def _load_recipe(path: Path, rel: str, components: dict[str, Component], presets
             "component",
             f"no component {spec.component!r}{did_you_mean(closest(spec.component, list(components)))}",
         )
+    families: dict[str, str] = {}
     for name in spec.presets:
         if name not in presets:
             raise CatalogError(rel, "presets", f"no preset {name!r}{did_you_mean(closest(name, list(presets)))}")
+        family = presets[name].family
+        if family in families:
+            raise CatalogError(rel, "presets", f"{families[family]} and {name} both set {family}: keep one")
+        families[family] = name
     for key in spec.defaults:
         if key not in component.inputs:
             raise CatalogError(

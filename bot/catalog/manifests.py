@@ -45,6 +45,8 @@ PINNED_INPUTS = frozenset(
         "eval_procedure_version",
         "eval_seed",
         "eval_contract_hash",
+        # Which checkpoint a run loads: only `/finetune resume` sets it, to a checkpoint of the run's own outputs.
+        "resume_from",
     }
 )
 
@@ -151,9 +153,13 @@ class Preset(BaseModel):
     name: str
     file: str
     description: str
-    document: dict[str, Any]  # what Polyaxon merges (without name/description)
+    document: dict[str, Any]  # what Polyaxon merges (without the catalog's metadata: name, description, family)
     target_kind: str | None  # "job", "pytorchjob", or None for any run kind
     params: dict[str, Any] = Field(default_factory=dict)
+    # What the preset decides: `resources` (accelerators, CPU, memory, the node pool they need, the queue),
+    # `placement` (spot/preemptible nodes, zones, retries) or `storage` (where checkpoints go). A run gets one
+    # preset per family: the user's replaces the recipe's default of the same family, the others stay.
+    family: str = "placement"
 
 
 class Recipe(BaseModel):

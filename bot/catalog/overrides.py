@@ -4,6 +4,9 @@ A recipe declares each overridable key under `overrides:` (`OverrideDecl`); `par
 reads the declared type (`float in (0, 1e-2]`, `int 1..20`, `bool`, `str`, `choice a|b`) into an
 `OverrideSpec`, which checks and types a command-line value; `coerce_overrides` does that for a
 whole `run` command, naming the keys the recipe allows when a key is not one of them.
+
+An int key takes only a number written as an int: `seed=1e3` or `max_steps=100.0` is refused and
+the message says what to write (`seed is an int: write 1000, not 1e3`); a float key takes an int.
 """
 
 from __future__ import annotations
@@ -16,7 +19,15 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict
 
 from bot.catalog.errors import PlanError
-from bot.grammar import Scalar, closest, did_you_mean, is_plain_value
+from bot.grammar import (
+    PINNED_KEYS,
+    Scalar,
+    closest,
+    did_you_mean,
+    int_written_as_float,
+    is_plain_value,
+    normalize_key,
+)
 
 if TYPE_CHECKING:
     from bot.catalog.manifests import Component, OverrideDecl, Recipe
@@ -26,6 +37,10 @@ _INTERVAL_RE = re.compile(
     r"|(?P<lo2>[-+0-9.eE]+)\s*\.\.\s*(?P<hi2>[-+0-9.eE]+))?$"
 )
 _CHOICE_RE = re.compile(r"^choice\s+(?P<choices>[A-Za-z0-9_.\-]+(?:\s*\|\s*[A-Za-z0-9_.\-]+)*)$")
+
+
+class NotAnIntError(ValueError):
+    """An int key given a number written as a float; the message is whole (key, what to write, what was written)."""
 
 
 class OverrideSpec(BaseModel):
@@ -54,8 +69,12 @@ class OverrideSpec(BaseModel):
             return f"int {lo}..{hi}"
         return f"float in {'(' if self.low_open else '['}{lo}, {hi}{')' if self.high_open else ']'}"
 
-    def coerce(self, value: Scalar) -> Scalar:
-        """Check type and bounds of a command-line value; return it typed, or raise ValueError."""
+    def coerce(self, value: Scalar, *, key: str | None = None, written: str | None = None) -> Scalar:
+        """Check type and bounds of a command-line value; return it typed, or raise ValueError.
+
+        `key` is the name the user gave (this key or its input) and `written` the value's text as typed,
+        both for the message when an int key is given a float.
+        """
         if self.type == "bool":
             if isinstance(value, bool):
                 return value
@@ -76,9 +95,7 @@ class OverrideSpec(BaseModel):
             raise ValueError(f"expected {self.describe()}, got {value!r}")
         if self.type == "int":
             if isinstance(value, float):
-                if not value.is_integer():
-                    raise ValueError(f"expected a whole number ({self.describe()}), got {value!r}")
-                value = int(value)
+                raise NotAnIntError(int_written_as_float(key or self.key, written or repr(value), value))
         else:
             value = float(value)
             if not math.isfinite(value):
@@ -127,16 +144,34 @@ def parse_override_type(key: str, decl: OverrideDecl) -> OverrideSpec:
     )
 
 
-def coerce_overrides(recipe: Recipe, component: Component, overrides: Mapping[str, Scalar]) -> dict[str, Scalar]:
-    """Command-line overrides as component input -> typed value; a `PlanError` for a bad key, type or bound."""
+def coerce_overrides(
+    recipe: Recipe,
+    component: Component,
+    overrides: Mapping[str, Scalar],
+    *,
+    written: Mapping[str, str] | None = None,
+) -> dict[str, Scalar]:
+    """Command-line overrides as component input -> typed value; a `PlanError` for a bad key, type or bound.
+
+    `written` is the text of the values the parser typed as floats (`RunCommand.written`), quoted when an
+    int key refuses one.
+    """
     command_line: dict[str, Scalar] = {}
     for key, value in overrides.items():
         override = find_override(recipe, component, key)
+        text = (written or {}).get(key)
         try:
-            command_line[override.input] = override.coerce(value)
+            command_line[override.input] = override.coerce(value, key=key, written=text)
+        except NotAnIntError as exc:
+            raise PlanError(str(exc)) from None
         except ValueError as exc:
-            raise PlanError(f"{key}={value}: {exc}") from None
+            raise PlanError(f"{key}={text or value}: {exc}") from None
     return command_line
+
+
+def settable_keys(recipe: Recipe) -> list[str]:
+    """The keys a user may set on `run`, as `/finetune recipes` lists them: declared, and not pinned by the grammar."""
+    return [key for key in recipe.overrides if normalize_key(key) not in PINNED_KEYS]
 
 
 def find_override(recipe: Recipe, component: Component, key: str) -> OverrideSpec:
@@ -146,12 +181,33 @@ def find_override(recipe: Recipe, component: Component, key: str) -> OverrideSpe
     by_input = {spec.input: spec for spec in recipe.overrides.values()}
     if key in by_input:
         return by_input[key]
-    names = sorted(recipe.overrides)
-    suggestions = closest(key, names + sorted(by_input))
+    names = sorted(settable_keys(recipe))
+    suggestions, hints = _closest_keys(key, recipe, names)
     keys = ", ".join(f"{name} ({recipe.overrides[name].describe()})" for name in names) or "none"
     if key in component.inputs:
         raise PlanError(f"{key} is fixed by recipe {recipe.name}; it may override: {keys}", suggestions=suggestions)
     raise PlanError(
-        f"recipe {recipe.name} has no key {key!r}{did_you_mean(suggestions)} (keys: {keys})",
+        f"recipe {recipe.name} has no key {key!r}{did_you_mean(hints)} (keys: {keys})",
         suggestions=suggestions,
     )
+
+
+def _closest_keys(key: str, recipe: Recipe, names: list[str]) -> tuple[list[str], list[str]]:
+    """The documented keys closest to `key`, best first, compared with each key and the input it sets.
+
+    A typo of an input name (`learning_rat`) suggests the key that sets it: (`lr`), (`lr (sets learning_rate)`).
+    """
+    by_text: dict[str, str] = {}
+    for name in names:
+        by_text.setdefault(name, name)
+    for name in names:
+        by_text.setdefault(recipe.overrides[name].input, name)
+    suggestions: list[str] = []
+    hints: list[str] = []
+    for text in closest(key, list(by_text), n=6):
+        name = by_text[text]
+        if name in suggestions:
+            continue
+        suggestions.append(name)
+        hints.append(name if text == name else f"{name} (sets {text})")
+    return suggestions[:3], hints[:3]

@@ -13,11 +13,12 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bot.catalog.errors import PlanError
-from bot.catalog.manifests import Component, Preset, Recipe
+from bot.catalog.manifests import Component, Recipe
 from bot.catalog.memory import MemoryEstimate, estimate_run_memory
 from bot.catalog.overrides import coerce_overrides
 from bot.catalog.pins import Pinner
-from bot.catalog.resources import cluster_provenance, resource_warnings, summarize_resources
+from bot.catalog.presets import PresetChoice
+from bot.catalog.resources import cluster_provenance, replacement_warnings, resource_warnings, summarize_resources
 from bot.grammar import RunCommand
 from bot.polyaxon.spec import OperationSpecError, compile_operation
 
@@ -33,6 +34,9 @@ class Plan(BaseModel):
     params: dict[str, Any]
     provenance: dict[str, str]
     presets: list[str]
+    # preset name -> "recipe default" or "command line"; (recipe default, the user's preset that replaced it)
+    preset_sources: dict[str, str] = Field(default_factory=dict)
+    replaced_presets: list[tuple[str, str]] = Field(default_factory=list)
     pins: dict[str, str]
     comparable: bool
     unpinned: list[str] = Field(default_factory=list)
@@ -41,24 +45,32 @@ class Plan(BaseModel):
     resources: dict[str, Any] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
     memory: MemoryEstimate | None = None
+    # When the memory estimate is over budget: the resources presets under which this run would fit.
+    fitting_presets: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     dry_run: bool = False
+
+    @property
+    def over_memory_budget(self) -> bool:
+        """The preflight estimate says this run does not fit the presets' memory: it is refused unless forced."""
+        return self.memory is not None and self.memory.fits is False
 
 
 def compile_plan(
     cmd: RunCommand,
     recipe: Recipe,
     component: Component,
-    presets: list[Preset],
+    choice: PresetChoice,
     pinner: Pinner,
     *,
     require_local: bool = True,
 ) -> Plan:
     """Compile a `run` command with its recipe, component and presets into a `Plan`, or raise `PlanError`."""
     spec = recipe.spec
+    presets = choice.presets
     preset_names = [preset.name for preset in presets]
     # The user's keys, types and bounds are checked before anything reads the disk.
-    command_line = coerce_overrides(recipe, component, cmd.overrides)
+    command_line = coerce_overrides(recipe, component, cmd.overrides, written=cmd.written)
     warnings: list[str] = []
     source = f"recipe {recipe.file}"
     params: dict[str, Any] = {}
@@ -109,12 +121,8 @@ def compile_plan(
     resources = summarize_resources(operation, component.run_kind, presets)
     provenance.update(cluster_provenance(presets))
     warnings.extend(resource_warnings(component, resources, params, preset_names))
+    warnings.extend(replacement_warnings(choice, resources))
     memory = estimate_run_memory(recipe, component, params, resources, pinner.repo_root)
-    if memory is not None and memory.fits is False:
-        warnings.append(
-            f"preflight memory: {memory.summary()}. Try use_peft=true (LoRA), a smaller "
-            "per_device_train_batch_size or max_length, or a bigger preset"
-        )
     tags = [f"recipe:{recipe.name}", *[f"preset:{name}" for name in preset_names]]
     tags.append("comparable" if comparable else "non-comparable")
     return Plan(
@@ -126,6 +134,8 @@ def compile_plan(
         params=params,
         provenance=provenance,
         presets=preset_names,
+        preset_sources=choice.sources,
+        replaced_presets=[(default.name, user.name) for default, user in choice.replaced],
         pins=pins,
         comparable=comparable,
         unpinned=unpinned,

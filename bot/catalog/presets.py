@@ -1,9 +1,12 @@
 """Presets: what a preset file may hold, and which presets a run gets, in the order they stack.
 
 A preset sets cluster settings only (queue, resources, placement, retries, connections): never a
-training key, the command, the image or the environment. Presets stack in the order given; the
-later one wins where two set the same field (Polyaxon's patch strategies merge them, see
-`bot.polyaxon.spec`). What the merged presets ask of the cluster is `resources.py`.
+training key, the command, the image or the environment. Each preset belongs to one family — what it
+decides: `resources`, `placement` or `storage` — and a run gets at most one preset of each family. The
+recipe's default presets stay unless the user names a preset of the same family, which replaces it; two
+presets of one family are refused. Presets stack in order (the recipe's kept defaults, then the user's);
+Polyaxon's patch strategies merge them (`bot.polyaxon.spec`). What the merged presets ask of the cluster
+is `resources.py`.
 """
 
 from __future__ import annotations
@@ -11,14 +14,20 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from bot.catalog.errors import CatalogError, PlanError
 from bot.catalog.manifests import PRESET_PARAMS, Component, Preset, Recipe
 from bot.grammar import closest, did_you_mean
 
+FAMILIES = ("resources", "placement", "storage")
+# Catalog metadata: read by the bot, removed before Polyaxon merges the preset.
+METADATA_KEYS = frozenset({"name", "description", "family"})
 PRESET_KEYS = frozenset(
     {
         "name",
         "description",
+        "family",
         "kind",
         "version",
         "isPreset",
@@ -85,7 +94,10 @@ def parse_preset(data: dict[str, Any], stem: str, rel: str, training_keys: froze
             rel, "runPatch", "mixes job keys (container, environment) with pytorchjob keys (master, worker)"
         )
     target = "pytorchjob" if keys & DISTRIBUTED_PATCH_KEYS else ("job" if keys else None)
-    document = {key: value for key, value in data.items() if key not in ("name", "description")}
+    family = data.get("family") or infer_family(data)
+    if family not in FAMILIES:
+        raise CatalogError(rel, "family", f"{family!r} is not a preset family (one of {', '.join(FAMILIES)})")
+    document = {key: value for key, value in data.items() if key not in METADATA_KEYS}
     return Preset(
         name=data["name"],
         file=rel,
@@ -93,7 +105,23 @@ def parse_preset(data: dict[str, Any], stem: str, rel: str, training_keys: froze
         document=document,
         target_kind=target,
         params=params,
+        family=family,
     )
+
+
+def infer_family(data: Mapping[str, Any]) -> str:
+    """The family of a preset that does not name one: what it sets decides.
+
+    Resources (container resources, distributed replicas) make a resources preset, whatever node pool and
+    queue come with them; connections and checkpoint storage make a storage preset; anything else (node
+    selectors, tolerations, affinity, retries) is placement.
+    """
+    run_patch = data.get("runPatch") or {}
+    if (run_patch.get("container") or {}).get("resources") or set(run_patch) & DISTRIBUTED_PATCH_KEYS:
+        return "resources"
+    if data.get("params") or run_patch.get("connections") or run_patch.get("volumes"):
+        return "storage"
+    return "placement"
 
 
 def find_preset(presets: Mapping[str, Preset], name: str) -> Preset:
@@ -104,11 +132,44 @@ def find_preset(presets: Mapping[str, Preset], name: str) -> Preset:
     raise PlanError(f"no preset {name!r}{did_you_mean(suggestions)} (see /finetune presets)", suggestions=suggestions)
 
 
+class PresetChoice(BaseModel):
+    """The presets a run gets, in stacking order, and where each came from."""
+
+    presets: list[Preset]
+    # preset name -> "recipe default" or "command line"
+    sources: dict[str, str] = Field(default_factory=dict)
+    # (recipe default, the user's preset that replaced it)
+    replaced: list[tuple[Preset, Preset]] = Field(default_factory=list)
+
+
 def presets_for_run(
     requested: Sequence[str], recipe: Recipe, component: Component, presets: Mapping[str, Preset]
-) -> list[Preset]:
-    """The presets a run gets: the ones named, else the recipe's; each must fit the component's run kind."""
-    chosen = [find_preset(presets, name) for name in list(requested) or list(recipe.spec.presets)]
+) -> PresetChoice:
+    """The recipe's default presets, each replaced by the user's preset of its family, then the user's others.
+
+    Two presets of one family are refused with both names; every preset must fit the component's run kind.
+    """
+    named = [find_preset(presets, name) for name in requested]
+    by_family: dict[str, Preset] = {}
+    for preset in named:
+        other = by_family.get(preset.family)
+        if other is not None:
+            raise PlanError(
+                f"presets {other.name} and {preset.name} both set {preset.family}: give one {preset.family} "
+                f"preset (presets of different families stack, e.g. preset=gpu-1x,spot)",
+                suggestions=[other.name, preset.name],
+            )
+        by_family[preset.family] = preset
+    defaults = [find_preset(presets, name) for name in recipe.spec.presets]
+    kept = [preset for preset in defaults if preset.family not in by_family]
+    replaced = [
+        (preset, by_family[preset.family])
+        for preset in defaults
+        if preset.family in by_family and by_family[preset.family].name != preset.name
+    ]
+    sources = {preset.name: "recipe default" for preset in kept}
+    sources.update({preset.name: "command line" for preset in named})
+    chosen = kept + named
     for preset in chosen:
         if preset.target_kind is not None and preset.target_kind != component.run_kind:
             fitting = sorted(p.name for p in presets.values() if p.target_kind in (None, component.run_kind))
@@ -117,4 +178,4 @@ def presets_for_run(
                 f"{component.name} ({component.run_kind}); presets that fit: {', '.join(fitting)}",
                 suggestions=fitting,
             )
-    return chosen
+    return PresetChoice(presets=chosen, sources=sources, replaced=replaced)

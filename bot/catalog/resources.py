@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from bot.catalog.manifests import TRL_COMPONENTS, Component, Preset
+from bot.catalog.presets import PresetChoice
 
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_MEMORY_ANNOTATION = "finetune.io/gpu-memory-gib"
@@ -142,3 +143,26 @@ def resource_warnings(
     if gpus and component.name in TRL_COMPONENTS and params.get("dtype") == "float32" and not params.get("bf16"):
         warnings.append("training in float32 on a GPU: bf16=true with dtype=bfloat16 halves memory and is faster")
     return warnings
+
+
+def replacement_warnings(choice: PresetChoice, resources: Mapping[str, Any]) -> list[str]:
+    """What the user's presets replaced: said always, and loudly when the run loses its accelerators."""
+    warnings = []
+    gpus_now = int(resources.get("gpus_total") or 0)
+    for default, user in choice.replaced:
+        if default.family == "resources":
+            gpus_before = preset_gpus(default, str(resources.get("run_kind") or "job"))
+            if gpus_before and not gpus_now:
+                warnings.append(
+                    f"preset {user.name} replaces the recipe's {default.name} ({gpus_before} GPU"
+                    f"{'s' if gpus_before > 1 else ''}): this run gets NO GPU"
+                )
+                continue
+        warnings.append(f"preset {user.name} replaces the recipe's {default.name} ({default.family})")
+    return warnings
+
+
+def preset_gpus(preset: Preset, run_kind: str) -> int:
+    """GPUs per replica that a resources preset asks for on its own."""
+    operation = {"runPatch": preset.document.get("runPatch") or {}}
+    return int(summarize_resources(operation, run_kind, [preset]).get("gpus_per_replica") or 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.catalog import Catalog
+from bot.catalog.overrides import settable_keys
 from bot.explain.help import USAGE
 from bot.slack.blocks import cap_blocks, context, escape, header, section, sections
 
@@ -14,7 +15,8 @@ def render_recipes(catalog: Catalog) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = [header("Recipes")]
     for recipe in catalog.recipes.values():
         spec = recipe.spec
-        keys = ", ".join(f"`{k}` ({escape(o.describe())})" for k, o in recipe.overrides.items()) or "none"
+        # Keys the grammar refuses (`resume_from`: only `/finetune resume` sets it) are not offered.
+        keys = ", ".join(f"`{k}` ({escape(recipe.overrides[k].describe())})" for k in settable_keys(recipe)) or "none"
         flags = " · :warning: exploration (non-comparable runs)" if spec.exploration else ""
         blocks.append(
             section(

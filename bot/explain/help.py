@@ -13,12 +13,12 @@ THREAD_NOTE = (
 )
 
 USAGE: dict[str, str] = {
-    "run": "/finetune run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run]",
+    "run": "/finetune run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force]",
     "status": "/finetune status [RUN]",
     "logs": "/finetune logs RUN [lines=N]",
     "compare": "/finetune compare RUN RUN… [metric=NAME] [--exploratory]",
     "stop": "/finetune stop RUN",
-    "resume": "/finetune resume RUN [checkpoint=latest|step-N]",
+    "resume": "/finetune resume RUN [checkpoint=latest|step-N] [max_steps=N]",
     "register": "/finetune register RUN model=NAME [version=V]",
     "recipes": "/finetune recipes",
     "presets": "/finetune presets",
@@ -34,8 +34,12 @@ HELP: dict[str, str] = {
         "the cluster settings (resources, placement, queue) and stack in order, e.g. `preset=gpu-1x,spot`. "
         "Cluster keys such as `gpus=` or `nodeSelector=` are refused as overrides: pick a preset. "
         "`--dry-run` shows the compiled plan (pins, params and where each came from, resources, eval "
-        "contract hash, memory estimate, warnings) without submitting anything. Values with spaces go "
-        "in quotes.\nExample: `/finetune run recipe=sft-tiny lr=3e-3 preset=cpu-small --dry-run`"
+        "contract hash, memory estimate, warnings) without submitting anything. `--force` submits a run "
+        "whose memory estimate does not fit its presets; only approvers may use it. Recipe and preset "
+        "names are read lower-case; an int key takes a whole number written as one (`seed=1000`, not "
+        "`1e3`); values are plain words, never shell syntax. `resume_from` is set only by "
+        "`/finetune resume`. Values with spaces go in quotes.\n"
+        "Example: `/finetune run recipe=sft-tiny lr=3e-3 preset=cpu-small --dry-run`"
     ),
     "status": (
         "Show a run's status card, or without RUN the active runs of this channel. RUN is a run uuid, "
@@ -48,7 +52,10 @@ HELP: dict[str, str] = {
         "are refused unless you add `--exploratory`."
     ),
     "stop": "Stop a running run; it keeps its metrics and last checkpoint.",
-    "resume": "Continue a stopped or failed run from its latest checkpoint, or from `checkpoint=step-N`.",
+    "resume": (
+        "Continue a stopped or failed run from its latest checkpoint, or from `checkpoint=step-N`. "
+        "`max_steps=N` extends the schedule of a succeeded run to N steps in all, so it trains further."
+    ),
     "register": (
         "Ask to register a run's model as a version in the registry. The bot posts an approval request "
         "with the criteria and their evidence; approvers react with the approval emoji on that message "

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from bot.catalog import Plan
+from bot.catalog.manifests import PINNED_INPUTS
 from bot.slack.blocks import cap_blocks, clip, context, escape, header, section, sections
 
 MAX_VALUE_SHOWN = 120
@@ -31,7 +33,14 @@ def _short(digest: str) -> str:
     return digest
 
 
-def _resource_lines(resources: dict[str, Any]) -> list[str]:
+def _resource_lines(resources: dict[str, Any], provenance: dict[str, str]) -> list[str]:
+    """What the presets ask of the cluster, each line with the preset(s) that set it."""
+
+    def by(*fields: str) -> str:
+        origins = [provenance[f] for f in fields if f in provenance]
+        return f"  ← _{escape(', '.join(dict.fromkeys(origins)))}_" if origins else ""
+
+    replicas = ("runPatch.master.container.resources", "runPatch.worker.container.resources")
     lines = [f"• run kind `{resources.get('run_kind')}`, replicas {resources.get('replicas')}"]
     gpus_total = resources.get("gpus_total") or 0
     gpu_line = f"• GPUs: {gpus_total}" if gpus_total else "• GPUs: none (CPU)"
@@ -39,29 +48,60 @@ def _resource_lines(resources: dict[str, Any]) -> list[str]:
         gpu_line += f" ({resources.get('gpus_per_replica')} per replica)"
     if resources.get("gpu_memory_gib"):
         gpu_line += f", {resources['gpu_memory_gib']} GiB each"
-    lines.append(gpu_line)
+    lines.append(gpu_line + by("runPatch.container.resources", *replicas))
     for key in ("requests", "limits"):
         if resources.get(key):
             pairs = ", ".join(f"{k}={v}" for k, v in resources[key].items())
-            lines.append(f"• {key}: {escape(pairs)}")
+            lines.append(f"• {key}: {escape(pairs)}" + by("runPatch.container.resources", *replicas))
     if resources.get("node_selector"):
         pairs = ", ".join(f"{k}={v}" for k, v in resources["node_selector"].items())
-        lines.append(f"• node selector: {escape(pairs)}")
+        lines.append(
+            f"• node selector: {escape(pairs)}"
+            + by("runPatch.environment.nodeSelector", "runPatch.master.environment.nodeSelector")
+        )
     if resources.get("tolerations"):
         names = ", ".join(str(t.get("key")) for t in resources["tolerations"])
-        lines.append(f"• tolerations: {escape(names)}")
+        lines.append(
+            f"• tolerations: {escape(names)}"
+            + by("runPatch.environment.tolerations", "runPatch.master.environment.tolerations")
+        )
     if resources.get("queue"):
-        lines.append(f"• queue: `{escape(str(resources['queue']))}`")
+        lines.append(f"• queue: `{escape(str(resources['queue']))}`" + by("queue"))
     if resources.get("max_retries"):
-        lines.append(f"• retries on failure/preemption: {resources['max_retries']}")
+        lines.append(f"• retries on failure/preemption: {resources['max_retries']}" + by("termination.maxRetries"))
     return lines
 
 
-def render_plan(plan: Plan) -> list[dict[str, Any]]:
-    """The dry-run reply: recipe, pins, params with provenance, resources, eval contract, memory, warnings."""
+def _presets_line(plan: Plan) -> str:
+    """Each preset with where it came from (the recipe's default or the command line)."""
+    shown = []
+    for name in plan.presets:
+        source = plan.preset_sources.get(name)
+        shown.append(f"`{name}` ({source})" if source else f"`{name}`")
+    return ", ".join(shown) or "none"
+
+
+def _memory_lines(plan: Plan) -> str:
+    """The preflight estimate, and what happens to a run over it."""
+    assert plan.memory is not None
+    text = f"*Preflight memory*: {escape(plan.memory.summary())}"
+    if plan.over_memory_budget:
+        fits = ", ".join(f"`preset={name}`" for name in plan.fitting_presets) or "no shipped preset"
+        text += (
+            f"\n:no_entry: A run would be *refused*: it fits on {fits}; or train lighter (use_peft=true, a smaller "
+            "batch_size or max_length). An approver may submit it anyway with `--force` (audited)."
+        )
+    return text
+
+
+def render_plan(plan: Plan, *, notes: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The dry-run reply: recipe, pins, params with provenance, resources, eval contract, memory, warnings.
+
+    `notes` are the command's own (`RunCommand.notes`, e.g. names read lower-case), shown once under the title.
+    """
     title = f"{'Dry run' if plan.dry_run else 'Plan'}: {plan.recipe}"
     status = "comparable" if plan.comparable else ":warning: *non-comparable* (exploration)"
-    presets = ", ".join(f"`{p}`" for p in plan.presets) or "none"
+    presets = _presets_line(plan)
     blocks: list[dict[str, Any]] = [
         header(title),
         section(
@@ -69,6 +109,8 @@ def render_plan(plan: Plan) -> list[dict[str, Any]]:
             f"*Component* `{plan.component}` · *Presets* {presets} · {status}"
         ),
     ]
+    if notes:
+        blocks.append(context(*(escape(note) for note in notes)))
     pin_lines = [f"• {name}: `{escape(_short(value))}`" for name, value in plan.pins.items()]
     pin_lines += [f"• :warning: unpinned: {escape(reason)}" for reason in plan.unpinned]
     blocks += sections("*Pins*", pin_lines)
@@ -77,20 +119,22 @@ def render_plan(plan: Plan) -> list[dict[str, Any]]:
     for name, value in plan.params.items():
         origin = plan.provenance.get(name, "?")
         if origin == "component default":
-            defaults.append(f"{name}={_value(value)}")
+            # A pinned input the recipe did not set (a local model has no revision) is no pin: the pins say what is.
+            if name not in PINNED_INPUTS:
+                defaults.append(f"{name}={_value(value)}")
         else:
             chosen.append(f"• `{name}` = {_value(value)}  ← _{escape(origin)}_")
     blocks += sections("*Params* (effective value ← where it came from)", chosen)
     if defaults:
         blocks += sections("*Component defaults*", [", ".join(defaults)])
 
-    resource_lines = _resource_lines(plan.resources)
+    resource_lines = _resource_lines(plan.resources, plan.provenance)
     cluster = [
         f"• `{escape(field)}` ← _{escape(origin)}_"
         for field, origin in plan.provenance.items()
         if "." in field or field in ("queue", "termination")
     ]
-    blocks += sections("*Resources* (from presets)", resource_lines + cluster)
+    blocks += sections("*Resources* (from presets; each line says which preset set it)", resource_lines + cluster)
 
     if plan.eval_contract_hash:
         fields = ", ".join(f"{k}={_value(v)}" for k, v in plan.eval_contract.items())
@@ -98,7 +142,7 @@ def render_plan(plan: Plan) -> list[dict[str, Any]]:
     else:
         blocks.append(section("*Eval contract*: none (this recipe defines no fixed evaluation)"))
     if plan.memory is not None:
-        blocks.append(section(f"*Preflight memory*: {escape(plan.memory.summary())}"))
+        blocks.append(section(_memory_lines(plan)))
     warning_lines = [f"• :warning: {escape(w)}" for w in plan.warnings] or ["none"]
     blocks += sections("*Warnings*", warning_lines)
     if plan.dry_run:

@@ -11,8 +11,24 @@ key lists, and `parser` ties them together.
 
 from bot.grammar.digest import DigestCommand
 from bot.grammar.help import HelpCommand, PresetsCommand, RecipesCommand
-from bot.grammar.keys import CLUSTER_KEYS, PINNED_KEYS, cluster_key_hint, is_cluster_key, normalize_key
-from bot.grammar.lexing import CommandError, Scalar, closest, did_you_mean, is_plain_value, parse_scalar
+from bot.grammar.keys import (
+    CLUSTER_KEYS,
+    PINNED_KEYS,
+    cluster_key_hint,
+    is_cluster_key,
+    normalize_key,
+    pinned_key_message,
+)
+from bot.grammar.lexing import (
+    CommandError,
+    Scalar,
+    closest,
+    did_you_mean,
+    int_written_as_float,
+    is_plain_value,
+    parse_scalar,
+    refuse_shell_syntax,
+)
 from bot.grammar.lifecycle import CompareCommand, LogsCommand, ResumeCommand, StatusCommand, StopCommand
 from bot.grammar.parser import SUBCOMMANDS, Command, parse_command
 from bot.grammar.registration import RegisterCommand, TraceCommand
@@ -40,9 +56,12 @@ __all__ = [
     "closest",
     "cluster_key_hint",
     "did_you_mean",
+    "int_written_as_float",
     "is_cluster_key",
     "is_plain_value",
     "normalize_key",
     "parse_command",
     "parse_scalar",
+    "pinned_key_message",
+    "refuse_shell_syntax",
 ]

@@ -19,6 +19,9 @@ FULL_DAYS: dict[str, str] = {
     "sunday": "sun",
 }
 
+# The longest IANA zone name is about 30 characters; a longer text is shown clipped and not compared.
+MAX_TZ = 40
+
 _TIME_RE = re.compile(r"^([01]?[0-9]|2[0-3]):([0-5][0-9])$")
 
 
@@ -35,8 +38,15 @@ class DigestCommand(_Command):
 def _parse_tz(raw: str) -> str:
     try:
         zoneinfo.ZoneInfo(raw)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
-        raise CommandError(f"unknown time zone {raw!r} (use an IANA name such as UTC or Europe/Berlin)") from exc
+    # Not found (KeyError), not a normalised key or not a zone file (ValueError), an area such as `Europe`
+    # (IsADirectoryError) or a name the file system refuses (OSError): all mean "no such zone".
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        suggestions = closest(raw, sorted(zoneinfo.available_timezones())) if len(raw) <= MAX_TZ else []
+        shown = raw if len(raw) <= MAX_TZ else raw[:MAX_TZ] + "…"
+        raise CommandError(
+            f"unknown time zone {shown!r}{did_you_mean(suggestions)} (use an IANA name such as UTC or Europe/Berlin)",
+            suggestions=suggestions,
+        ) from exc
     return raw
 
 

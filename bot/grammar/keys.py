@@ -55,7 +55,8 @@ CLUSTER_KEYS: frozenset[str] = frozenset(
     }
 )
 
-# Pinned by the recipe, so a user cannot swap them from the command line.
+# Pinned by the recipe, so a user cannot swap them from the command line; `resume_from` is set only by
+# `/finetune resume`, which picks a complete checkpoint of a finished run and links the two runs.
 PINNED_KEYS: frozenset[str] = frozenset(
     {
         "image",
@@ -65,6 +66,7 @@ PINNED_KEYS: frozenset[str] = frozenset(
         "datasetrevision",
         "datasetdigest",
         "component",
+        "resumefrom",
     }
 )
 
@@ -84,6 +86,16 @@ def cluster_key_hint(key: str, value: str) -> str:
     if folded in {"cpu", "cpus", "memory", "mem"}:
         return "preset=cpu-small"
     return "one from /finetune presets"
+
+
+def pinned_key_message(key: str) -> str:
+    """Why `run` refuses a pinned key, and what to do instead."""
+    if normalize_key(key) == "resumefrom":
+        return (
+            f"{key} is set only by `/finetune resume RUN [checkpoint=latest|step-N]`, which continues a run "
+            "from one of its checkpoints; `run` cannot set it"
+        )
+    return f"{key} is pinned by the recipe and cannot be overridden; choose another recipe"
 
 
 def is_cluster_key(key: str) -> bool:

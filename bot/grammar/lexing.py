@@ -44,6 +44,13 @@ _FLOAT_RE = re.compile(r"^[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]{1
 # path start; the rest are drawn from a small set. Spaces are allowed (space-separated module
 # lists) but `: ` and ` #` are refused because YAML would read them as a mapping or a comment.
 _STR_VALUE_RE = re.compile(r"^[A-Za-z0-9./][A-Za-z0-9 ._/@+,:=-]*$")
+# Shell syntax: substitutions, expansions, command separators, pipes, redirections and background jobs.
+# No command the grammar accepts holds any of these characters (names, runs, numbers and plain values
+# never do, and a choice value is one word), so refusing them anywhere, quoted or not, changes the
+# meaning of no valid command; it only answers with the real reason instead of a confusing one.
+_SHELL_RE = re.compile(r"\$\(|\$\{|\$\w*|`|&&|\|\||[;|&<>]")
+# Slack sends &, < and > escaped as entities; read them back before looking for shell syntax.
+_SLACK_ENTITIES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
 
 
 class CommandError(Exception):
@@ -84,6 +91,25 @@ def is_plain_value(text: str) -> bool:
     if len(text) > MAX_VALUE or "{{" in text or "{%" in text or "}}" in text or ": " in text or " #" in text:
         return False
     return bool(_STR_VALUE_RE.match(text))
+
+
+def refuse_shell_syntax(text: str) -> None:
+    """Raise `CommandError` when `text` holds shell syntax (`$(`, backticks, `${`, `;`, `&&`, `||`, `|`, …)."""
+    for entity, char in _SLACK_ENTITIES:
+        text = text.replace(entity, char)
+    found = _SHELL_RE.search(text)
+    if found:
+        raise CommandError(
+            "shell syntax is not accepted: values are plain words (letters, digits and . _ / @ + , : = -; "
+            f"found {found.group()!r}); nothing you type here is run by a shell"
+        )
+
+
+def int_written_as_float(key: str, text: str, value: float) -> str:
+    """Why an int key refuses a number written as a float: `seed is an int: write 1000, not 1e3`."""
+    if value.is_integer() and abs(value) < 1e18:
+        return f"{key} is an int: write {int(value)}, not {text}"
+    return f"{key} is an int: write a whole number, not {text}"
 
 
 def parse_scalar(raw: str) -> Scalar:
@@ -185,3 +211,12 @@ def _slug(value: str, what: str) -> str:
     if not _NAME_RE.match(value):
         raise CommandError(f"{what} {value!r} is not a name (lower-case letters, digits and -)")
     return value
+
+
+def _name(value: str, what: str) -> str:
+    """A recipe or preset name, matched case-insensitively: lower-cased, then checked as a slug."""
+    # ASCII only: str.lower() folds some other letters into ASCII ones (the Kelvin sign into k).
+    lowered = value.lower()
+    if not value.isascii() or not _NAME_RE.match(lowered):
+        raise CommandError(f"{what} {value!r} is not a name (letters, digits and -)")
+    return lowered

@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from pydantic import Field
+
 from bot.grammar.lexing import (
+    _FLOAT_RE,
     _INT_RE,
     CommandError,
     _Command,
@@ -14,6 +17,7 @@ from bot.grammar.lexing import (
     _no_extra,
     _only_keys,
     _run_ref,
+    int_written_as_float,
 )
 
 MAX_LOG_LINES = 1000
@@ -55,11 +59,13 @@ class StopCommand(_Command):
 
 
 class ResumeCommand(_Command):
-    """`resume RUN [checkpoint=latest|step-N]`."""
+    """`resume RUN [checkpoint=latest|step-N] [max_steps=N]`."""
 
     name: Literal["resume"] = "resume"
     run: str
     checkpoint: str = "latest"
+    # Extends the schedule of a succeeded run to N steps in all; None keeps the parent's schedule.
+    max_steps: int | None = Field(default=None, ge=1)
 
 
 def _parse_status(tokens: list[str]) -> StatusCommand:
@@ -120,10 +126,20 @@ def _parse_stop(tokens: list[str]) -> StopCommand:
     return StopCommand(run=_run_ref(words[0]))
 
 
+def _positive_int(key: str, raw: str) -> int:
+    if _INT_RE.match(raw):
+        if int(raw) < 1:
+            raise CommandError(f"{key}={int(raw)}: expected a whole number of steps, at least 1")
+        return int(raw)
+    if _FLOAT_RE.match(raw):
+        raise CommandError(int_written_as_float(key, raw, float(raw)))
+    raise CommandError(f"{key}={raw!r}: expected a whole number of steps, at least 1")
+
+
 def _parse_resume(tokens: list[str]) -> ResumeCommand:
-    usage = "resume RUN [checkpoint=latest|step-N]"
+    usage = "resume RUN [checkpoint=latest|step-N] [max_steps=N]"
     positional, pairs = _key_values(tokens, "resume")
-    _only_keys(pairs, ("checkpoint",), "resume")
+    _only_keys(pairs, ("checkpoint", "max_steps"), "resume")
     words, _ = _flags(positional, (), "resume")
     if not words:
         raise CommandError(f"`resume` needs a RUN; usage: {usage}")
@@ -131,4 +147,5 @@ def _parse_resume(tokens: list[str]) -> ResumeCommand:
     checkpoint = pairs.get("checkpoint", "latest")
     if not _CHECKPOINT_RE.match(checkpoint):
         raise CommandError(f"checkpoint={checkpoint!r}: expected latest or step-N (e.g. step-500)")
-    return ResumeCommand(run=_run_ref(words[0]), checkpoint=checkpoint)
+    max_steps = _positive_int("max_steps", pairs["max_steps"]) if "max_steps" in pairs else None
+    return ResumeCommand(run=_run_ref(words[0]), checkpoint=checkpoint, max_steps=max_steps)

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from bot.grammar.digest import DigestCommand, _parse_digest
 from bot.grammar.help import HelpCommand, PresetsCommand, RecipesCommand, _parse_help, _parse_presets, _parse_recipes
-from bot.grammar.lexing import MAX_TEXT, CommandError, _split, closest, did_you_mean
+from bot.grammar.lexing import MAX_TEXT, CommandError, _split, closest, did_you_mean, refuse_shell_syntax
 from bot.grammar.lifecycle import (
     CompareCommand,
     LogsCommand,
@@ -70,8 +70,9 @@ def parse_command(text: str) -> Command:
     """Parse the text of a `/finetune` command into a typed command, or raise `CommandError`."""
     if len(text) > MAX_TEXT:
         raise CommandError(f"the command is too long ({len(text)} characters, at most {MAX_TEXT})")
+    refuse_shell_syntax(text)
     tokens = _split(text)
-    if tokens and tokens[0] == "/finetune":
+    if tokens and tokens[0].lower() == "/finetune":
         tokens = tokens[1:]
     if not tokens:
         return HelpCommand()

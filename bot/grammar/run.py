@@ -7,46 +7,67 @@ from typing import Literal
 
 from pydantic import Field
 
-from bot.grammar.keys import PINNED_KEYS, cluster_key_hint, is_cluster_key, normalize_key
-from bot.grammar.lexing import CommandError, Scalar, _Command, _flags, _key_values, _slug, parse_scalar
+from bot.grammar.keys import PINNED_KEYS, cluster_key_hint, is_cluster_key, normalize_key, pinned_key_message
+from bot.grammar.lexing import CommandError, Scalar, _Command, _flags, _key_values, _name, parse_scalar
 
 _KEY_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
+USAGE = "run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force]"
+
 
 class RunCommand(_Command):
-    """`run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run]`."""
+    """`run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force]`."""
 
     name: Literal["run"] = "run"
     recipe: str
     presets: list[str] = Field(default_factory=list)
     overrides: dict[str, Scalar] = Field(default_factory=dict)
+    # The text of each override typed as a float, as the user wrote it: an int key refuses a float and
+    # quotes this text (`seed is an int: write 1000, not 1e3`). Commands built in code leave it empty.
+    written: dict[str, str] = Field(default_factory=dict)
+    # What the parser read differently from what was typed (names lower-cased), said once in the reply.
+    notes: list[str] = Field(default_factory=list)
     dry_run: bool = False
+    # Submit although the memory estimate is over budget; approvers only (the run service enforces it).
+    force: bool = False
+
+
+def _parse_presets(raw: str) -> tuple[list[str], list[str]]:
+    """The preset names of `preset=a,b`, lower-cased, and the ones that were not lower-case as written."""
+    presets: list[str] = []
+    recased: list[str] = []
+    for written in raw.split(","):
+        written = written.strip()
+        if not written:
+            raise CommandError("empty preset name in preset=…; write preset=a,b")
+        name = _name(written, "preset")
+        if name in presets:
+            raise CommandError(f"preset {name} is listed twice")
+        if name != written:
+            recased.append(f"preset {written} read as {name}")
+        presets.append(name)
+    return presets, recased
 
 
 def _parse_run(tokens: list[str]) -> RunCommand:
-    usage = "run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run]"
     positional, pairs = _key_values(tokens, "run")
-    words, flags = _flags(positional, ("--dry-run",), "run")
+    words, flags = _flags(positional, ("--dry-run", "--force"), "run")
     if words:
-        raise CommandError(f"{words[0]!r} is not KEY=VALUE; usage: {usage}")
-    recipe = pairs.pop("recipe", None)
-    if recipe is None:
-        raise CommandError(f"`run` needs recipe=NAME (see /finetune recipes); usage: {usage}")
-    _slug(recipe, "recipe")
-    presets: list[str] = []
+        raise CommandError(f"{words[0]!r} is not KEY=VALUE; usage: {USAGE}")
+    raw_recipe = pairs.pop("recipe", None)
+    if raw_recipe is None:
+        raise CommandError(f"`run` needs recipe=NAME (see /finetune recipes); usage: {USAGE}")
+    recipe = _name(raw_recipe, "recipe")
+    recased = [f"recipe {raw_recipe} read as {recipe}"] if recipe != raw_recipe else []
     if "preset" in pairs and "presets" in pairs:
         raise CommandError("give presets once, as preset=a,b")
     raw_presets = pairs.pop("preset", None) or pairs.pop("presets", None)
+    presets: list[str] = []
     if raw_presets is not None:
-        for name in raw_presets.split(","):
-            name = name.strip()
-            if not name:
-                raise CommandError("empty preset name in preset=…; write preset=a,b")
-            _slug(name, "preset")
-            if name in presets:
-                raise CommandError(f"preset {name} is listed twice")
-            presets.append(name)
+        presets, recased_presets = _parse_presets(raw_presets)
+        recased += recased_presets
     overrides: dict[str, Scalar] = {}
+    written: dict[str, str] = {}
     for key, value in pairs.items():
         folded = normalize_key(key)
         if is_cluster_key(key):
@@ -56,11 +77,21 @@ def _parse_run(tokens: list[str]) -> RunCommand:
                 suggestions=[hint.removeprefix("preset=")] if hint.startswith("preset=") else [],
             )
         if folded in PINNED_KEYS:
-            raise CommandError(f"{key} is pinned by the recipe and cannot be overridden; choose another recipe")
+            raise CommandError(pinned_key_message(key))
         if not _KEY_RE.match(key):
             raise CommandError(f"{key!r} is not a training key (lower-case letters, digits and _)")
         try:
             overrides[key] = parse_scalar(value)
         except CommandError as exc:
             raise CommandError(f"{key}: {exc.message}") from None
-    return RunCommand(recipe=recipe, presets=presets, overrides=overrides, dry_run="--dry-run" in flags)
+        if isinstance(overrides[key], float):
+            written[key] = value
+    return RunCommand(
+        recipe=recipe,
+        presets=presets,
+        overrides=overrides,
+        written=written,
+        notes=[", ".join(recased) + ": names are lower-case"] if recased else [],
+        dry_run="--dry-run" in flags,
+        force="--force" in flags,
+    )

@@ -130,7 +130,12 @@ def test_memory_over_budget_is_in_the_plan(catalog: Catalog) -> None:
     assert lora.memory is not None and lora.memory.fits is True
     full = plan(catalog, "run recipe=sft-llama31-8b-lora use_peft=false")
     assert full.memory is not None and full.memory.fits is False
-    warning = next(w for w in full.warnings if w.startswith("preflight memory"))
-    assert "OVER BUDGET" in warning and "vs 80 GiB" in warning and "8,030.3M params" in warning
+    # Over budget is a verdict, not a warning: the run is refused (unless forced), with the presets it fits on.
+    assert full.over_memory_budget and not lora.over_memory_budget
+    summary = full.memory.summary()
+    assert "OVER BUDGET" in summary and "vs 80 GiB" in summary and "8,030.3M params" in summary
+    assert full.fitting_presets == []  # a full fine-tune of 8B fits no shipped preset
+    small = plan(catalog, "run recipe=sft-tiny batch_size=64 max_length=1024")
+    assert small.over_memory_budget and small.fitting_presets == ["cpu-large", "gpu-1x", "gpu-8x"]
     tiny = plan(catalog, "run recipe=sft-tiny")
     assert tiny.memory is not None and tiny.memory.device == "cpu" and tiny.memory.fits is True

@@ -44,7 +44,7 @@ BAD_COMMANDS = [
     ("run recipe=sft-tiny lr=true", "expected float", []),
     ("run recipe=sft-tiny epochs=21", "21 is out of bounds: int 1..20", []),
     ("run recipe=sft-tiny epochs=0", "out of bounds: int 1..20", []),
-    ("run recipe=sft-tiny epochs=2.5", "expected a whole number", []),
+    ("run recipe=sft-tiny epochs=2.5", "epochs is an int: write a whole number, not 2.5", []),
     ("run recipe=sft-tiny scheduler=cosin", "did you mean cosine?", []),
     ("run recipe=sft-smollm2-135m use_peft=maybe", "expected true or false", []),
     ("run recipe=sft-tiny preset=ddp-2x8", "preset ddp-2x8 is for pytorchjob components", ["cpu-large"]),
@@ -89,14 +89,24 @@ def test_axolotl_config_passes_through_verbatim(catalog: Catalog, catalog_dir: P
     assert len(init) == 1 and any(original.splitlines()[1] in arg for arg in init[0]["args"])
 
 
-def test_commands_built_in_code_get_the_same_value_guard(catalog: Catalog) -> None:
-    command = RunCommand(recipe="sft-tiny", overrides={"resume_from": "{{ globals.run_outputs_path }}"})
+def _with_string_override(fresh_dir: Path) -> Catalog:
+    """The shipped catalog with a string override on sft-tiny (no shipped recipe declares one)."""
+    recipe = fresh_dir / "recipes" / "sft-tiny.yaml"
+    recipe.write_text(
+        recipe.read_text(encoding="utf-8") + "  modules: {input: lora_target_modules, type: str}\n", encoding="utf-8"
+    )
+    return Catalog.load(fresh_dir)
+
+
+def test_commands_built_in_code_get_the_same_value_guard(fresh_dir: Path) -> None:
+    command = RunCommand(recipe="sft-tiny", overrides={"modules": "{{ globals.run_outputs_path }}"})
     with pytest.raises(PlanError, match="is not a plain value"):
-        catalog.plan(command)
+        _with_string_override(fresh_dir).plan(command)
 
 
-def test_string_override_stays_one_argument(catalog: Catalog) -> None:
-    result = plan(catalog, 'run recipe=sft-tiny resume_from="runs/a b/outputs"')
+def test_string_override_stays_one_argument(fresh_dir: Path) -> None:
+    command = RunCommand(recipe="sft-tiny", overrides={"modules": "q_proj v_proj"})
+    result = _with_string_override(fresh_dir).plan(command)
     container = to_pod_spec(result.operation)["batchJobSpec"]["template"]["spec"]["containers"][0]
-    assert "--resume_from=runs/a b/outputs" in container["args"]
+    assert "--lora_target_modules=q_proj v_proj" in container["args"]
     assert container["command"] == ["python", "-m", "trainer"]

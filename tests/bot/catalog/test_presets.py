@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from bot.catalog import Catalog
+import pytest
+
+from bot.catalog import Catalog, PlanError
 from tests.bot.catalog.planning import plan
 
 
@@ -21,5 +23,7 @@ def test_presets_stack_in_order(catalog: Catalog) -> None:
     assert result.resources["max_retries"] == 3 and result.resources["queue"] == "gpu"
     assert result.provenance["runPatch.environment.tolerations"] == "preset gpu-1x, preset spot"
     assert result.provenance["termination.maxRetries"] == "preset spot"
-    later = plan(catalog, "run recipe=sft-qwen-0p5b-lora preset=gpu-1x,gpu-8x")
-    assert later.resources["gpus_total"] == 8  # the later preset wins
+    # Two presets of one family do not stack: the later one would silently win, so both are named instead.
+    with pytest.raises(PlanError, match="presets gpu-1x and gpu-8x both set resources") as refused:
+        plan(catalog, "run recipe=sft-qwen-0p5b-lora preset=gpu-1x,gpu-8x")
+    assert refused.value.suggestions == ["gpu-1x", "gpu-8x"]

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from bot.catalog import Catalog
+from bot.catalog.manifests import PINNED_INPUTS
 from bot.explain import (
+    USAGE,
     render_command_error,
     render_help,
     render_plan,
@@ -69,6 +71,29 @@ def test_render_plan_for_sft_tiny(catalog: Catalog) -> None:
     assert "Nothing was submitted" in text
 
 
+def test_component_defaults_leave_out_what_the_recipe_pins(catalog: Catalog) -> None:
+    # sft-tiny pins a local model folder by its content digest: the component's `model_revision='main'` is no pin.
+    plan = catalog.plan(RunCommand(recipe="sft-tiny", dry_run=True))
+    assert plan.provenance.get("model_revision") == "component default"
+    sections = [block["text"]["text"] for block in render_plan(plan) if block["type"] == "section"]
+    [defaults] = [text for text in sections if text.startswith("*Component defaults*")]
+    assert "lora_r=16" in defaults
+    names = {entry.split("=", 1)[0] for entry in defaults.split("\n", 1)[1].split(", ")}
+    assert "lora_r" in names and not names & PINNED_INPUTS
+    assert "model_revision" not in defaults
+    assert ".finetune/models/tiny-llama@sha256:" in texts(render_plan(plan))  # the effective pin is shown
+
+
+def test_render_plan_shows_the_commands_notes(catalog: Catalog) -> None:
+    command = parse_command("run recipe=SFT-TINY preset=CPU-SMALL --dry-run")
+    assert isinstance(command, RunCommand)
+    blocks = render_plan(catalog.plan(command), notes=command.notes)
+    assert_within_limits(blocks)
+    note = "recipe SFT-TINY read as sft-tiny, preset CPU-SMALL read as cpu-small: names are lower-case"
+    assert texts(blocks).count(note) == 1
+    assert note not in texts(render_plan(catalog.plan(command)))
+
+
 def test_render_plan_shows_warnings_and_non_comparable(catalog: Catalog) -> None:
     command = parse_command("run recipe=explore-qwen-0p5b preset=gpu-8x use_peft=false")
     assert isinstance(command, RunCommand)
@@ -93,6 +118,7 @@ def test_render_recipes_and_presets(catalog: Catalog) -> None:
     for name in catalog.recipes:
         assert f"*{name}*" in text
     assert "`lr` (float in (0, 0.01])" in text
+    assert "resume_from" not in text  # only `/finetune resume` sets it
     presets = render_presets(catalog)
     assert_within_limits(presets)
     text = texts(presets)
@@ -134,3 +160,15 @@ def test_long_lists_are_split_and_capped(tmp_path: Path) -> None:
     blocks = render_recipes(Catalog.load(catalog_dir))
     assert_within_limits(blocks)
     assert "more recipes than fit" in texts(blocks[-1:])
+
+
+def test_usage_and_help_name_force_and_max_steps() -> None:
+    assert USAGE["run"] == "/finetune run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force]"
+    assert USAGE["resume"] == "/finetune resume RUN [checkpoint=latest|step-N] [max_steps=N]"
+    run_help, resume_help = texts(render_help("run")), texts(render_help("resume"))
+    assert "`--force`" in run_help and "approver" in run_help and "memory estimate" in run_help
+    assert "lower-case" in run_help and "resume_from" in run_help
+    assert "`max_steps=N`" in resume_help and "succeeded" in resume_help
+    for topic in SUBCOMMANDS:
+        usage = texts(render_help(topic)).splitlines()[1]
+        assert usage.startswith(f"`/finetune {topic}")

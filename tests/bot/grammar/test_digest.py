@@ -40,6 +40,17 @@ INVALID = [
     ("digest daily 09:00 Mars/Olympus", "unknown time zone", []),
     ("digest dialy 09:00", "did you mean daily?", ["daily"]),
     ("digest off now", "unexpected", []),
+    ("digest daily 09:00 tz=Europe", "unknown time zone 'Europe'; did you mean Europe/", []),
+    ("digest daily 09:00 tz=America", "unknown time zone 'America'; did you mean America/", []),
+    ("digest daily 09:00 tz=Asia", "unknown time zone 'Asia'; did you mean Asia/", []),
+    ("digest daily 09:00 tz=Etc", "unknown time zone 'Etc'; did you mean Etc/", []),
+    ("digest weekly mon 09:00 Europe", "unknown time zone 'Europe'", []),
+    ("digest daily 09:00 tz=" + "x" * 300, "unknown time zone 'xxxxxxxx", []),
+    ("digest daily 09:00 tz=europe/berlin", "did you mean Europe/Berlin", ["Europe/Berlin"]),
+    ("digest daily 09:00 tz=Europe/", "unknown time zone 'Europe/'", []),
+    ("digest daily 09:00 tz=../../etc/passwd", "unknown time zone", []),
+    ("digest daily 09:00 tz=zone.tab", "unknown time zone", []),
+    ("digest daily 09:00 tz=__pycache__", "unknown time zone", []),
 ]
 
 
@@ -53,3 +64,9 @@ def test_invalid_commands(text: str, message: str, suggestions: list[str]) -> No
         parse_command(text)
     assert message in info.value.message
     assert info.value.suggestions[: len(suggestions)] == suggestions
+
+
+def test_a_very_long_time_zone_is_clipped_in_the_message() -> None:
+    with pytest.raises(CommandError) as info:
+        parse_command("digest daily 09:00 tz=" + "x" * 300)
+    assert len(info.value.message) < 200

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.grammar import CommandError, parse_command
+from bot.grammar import PINNED_KEYS, CommandError, normalize_key, parse_command
 
 INVALID = [
     ("run recipe=sft-tiny nodeSelector=gpu", "cluster settings come from presets", []),
@@ -17,6 +17,12 @@ INVALID = [
     ("run recipe=sft-tiny memory=16Gi", "try preset=cpu-small", ["cpu-small"]),
     ("run recipe=sft-tiny image=evil:latest", "pinned by the recipe", []),
     ("run recipe=sft-tiny model_revision=main", "pinned by the recipe", []),
+    (
+        "run recipe=sft-tiny resume_from=latest",
+        "resume_from is set only by `/finetune resume RUN [checkpoint=latest|step-N]`",
+        [],
+    ),
+    ("run recipe=sft-tiny resumeFrom=latest", "set only by `/finetune resume", []),
 ]
 
 
@@ -30,3 +36,7 @@ def test_invalid_commands(text: str, message: str, suggestions: list[str]) -> No
         parse_command(text)
     assert message in info.value.message
     assert info.value.suggestions[: len(suggestions)] == suggestions
+
+
+def test_resume_from_is_a_pinned_key() -> None:
+    assert "resumefrom" in PINNED_KEYS and normalize_key("resume_from") in PINNED_KEYS

@@ -9,8 +9,11 @@ from bot.grammar import CommandError, RunCommand, parse_command
 VALID = [
     ("run recipe=sft-tiny use_peft=true", RunCommand(recipe="sft-tiny", overrides={"use_peft": True})),
     ("run recipe=sft-tiny use_peft=False", RunCommand(recipe="sft-tiny", overrides={"use_peft": False})),
-    ("run recipe=sft-tiny warmup_ratio=.05", RunCommand(recipe="sft-tiny", overrides={"warmup_ratio": 0.05})),
-    ("run recipe=sft-tiny lr=1E-3", RunCommand(recipe="sft-tiny", overrides={"lr": 1e-3})),
+    (
+        "run recipe=sft-tiny warmup_ratio=.05",
+        RunCommand(recipe="sft-tiny", overrides={"warmup_ratio": 0.05}, written={"warmup_ratio": ".05"}),
+    ),
+    ("run recipe=sft-tiny lr=1E-3", RunCommand(recipe="sft-tiny", overrides={"lr": 1e-3}, written={"lr": "1E-3"})),
     ("run recipe=sft-tiny scheduler=cosine", RunCommand(recipe="sft-tiny", overrides={"scheduler": "cosine"})),
     (
         'run recipe=sft-tiny lora_target_modules="q_proj v_proj"',
@@ -21,8 +24,8 @@ VALID = [
         RunCommand(recipe="sft-tiny", overrides={"lora_target_modules": "q_proj v_proj"}),
     ),
     (
-        "run recipe=sft-tiny resume_from=\u2018runs/abc/outputs\u2019",
-        RunCommand(recipe="sft-tiny", overrides={"resume_from": "runs/abc/outputs"}),
+        "run recipe=sft-tiny dataset_text_field=\u2018text/body\u2019",
+        RunCommand(recipe="sft-tiny", overrides={"dataset_text_field": "text/body"}),
     ),
     ("run recipe=sft-tiny \u2014dry-run", RunCommand(recipe="sft-tiny", dry_run=True)),
 ]
@@ -59,10 +62,10 @@ INVALID = [
     ("run recipe=sft-tiny x=[1,2]", "not a plain value", []),
     ("run recipe=sft-tiny 'x={a: 1}'", "not a plain value", []),
     ("run recipe=sft-tiny x=--max_steps=9", "not a plain value", []),
-    ("run recipe=sft-tiny 'x=a;rm -rf /'", "not a plain value", []),
-    ("run recipe=sft-tiny x=$(id)", "not a plain value", []),
-    ("run recipe=sft-tiny x=`id`", "not a plain value", []),
-    ("run recipe=sft-tiny x=&anchor", "not a plain value", []),
+    ("run recipe=sft-tiny 'x=a;rm -rf /'", "shell syntax is not accepted", []),
+    ("run recipe=sft-tiny x=$(id)", "shell syntax is not accepted", []),
+    ("run recipe=sft-tiny x=`id`", "shell syntax is not accepted", []),
+    ("run recipe=sft-tiny x=&anchor", "shell syntax is not accepted", []),
     ("run recipe=sft-tiny x=*alias", "not a plain value", []),
     ("run recipe=sft-tiny x=!!python/object", "not a plain value", []),
     ("run recipe=sft-tiny 'x=a\nb: c'", "not a plain value", []),

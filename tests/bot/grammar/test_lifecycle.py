@@ -28,6 +28,11 @@ VALID = [
     ("stop 1a2b3c4d", StopCommand(run="1a2b3c4d")),
     ("resume 1a2b3c4d", ResumeCommand(run="1a2b3c4d", checkpoint="latest")),
     ("resume 1a2b3c4d checkpoint=step-500", ResumeCommand(run="1a2b3c4d", checkpoint="step-500")),
+    ("resume 1a2b3c4d max_steps=800", ResumeCommand(run="1a2b3c4d", max_steps=800)),
+    (
+        "resume 1a2b3c4d checkpoint=step-40 max_steps=80",
+        ResumeCommand(run="1a2b3c4d", checkpoint="step-40", max_steps=80),
+    ),
 ]
 
 VALID_IDS = [
@@ -41,6 +46,8 @@ VALID_IDS = [
     "stop",
     "resume-latest",
     "resume-step",
+    "resume-extend-schedule",
+    "resume-step-and-extend",
 ]
 
 
@@ -64,6 +71,13 @@ INVALID = [
     ("stop", "`stop` needs a RUN", []),
     ("resume abc checkpoint=step-x", "expected latest or step-N", []),
     ("resume abc checkpoint=earliest", "expected latest or step-N", []),
+    ("resume abc max_steps=0", "max_steps=0: expected a whole number of steps, at least 1", []),
+    ("resume abc max_steps=-5", "expected a whole number of steps, at least 1", []),
+    ("resume abc max_steps=many", "max_steps='many': expected a whole number of steps", []),
+    ("resume abc max_steps=1e3", "max_steps is an int: write 1000, not 1e3", []),
+    ("resume abc max_steps=80.5", "max_steps is an int: write a whole number, not 80.5", []),
+    ("resume abc max_step=80", "did you mean max_steps?", ["max_steps"]),
+    ("resume abc --force", "unknown flag '--force' for `resume`", []),
 ]
 
 
@@ -77,3 +91,8 @@ def test_invalid_commands(text: str, message: str, suggestions: list[str]) -> No
         parse_command(text)
     assert message in info.value.message
     assert info.value.suggestions[: len(suggestions)] == suggestions
+
+
+def test_resume_without_max_steps_keeps_the_schedule() -> None:
+    command = parse_command("resume 1a2b3c4d")
+    assert isinstance(command, ResumeCommand) and command.max_steps is None

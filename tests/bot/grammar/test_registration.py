@@ -26,7 +26,7 @@ def test_valid_commands(text: str, expected: object) -> None:
     assert parse_command(text) == expected
 
 
-INVALID = [
+INVALID: list[tuple[str, str, list[str]]] = [
     ("register abc", "needs model=NAME", []),
     ("register abc model='my model'", "is not a model name", []),
     ("register abc model=m version=v/1", "is not a version", []),
