@@ -86,6 +86,8 @@ class Run(SQLModel, table=True):
         default=None, sa_column=sa.Column(sa.JSON(), nullable=True), description="Operation waiting for Polyaxon"
     )
     last_step: int | None = Field(default=None)
+    # The latest complete checkpoint the trainer reported (None: nothing to resume from).
+    checkpoint_step: int | None = Field(default=None)
     last_activity_at: datetime | None = _ts()
     stuck_flagged_at: datetime | None = _ts()
     created_at: datetime = _created()

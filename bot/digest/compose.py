@@ -11,6 +11,7 @@ MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000
 MAX_ITEMS_PER_LIST = 10
 LATE_AFTER = timedelta(minutes=5)
+FINISHED_STATUSES = frozenset({"succeeded", "failed", "stopped", "skipped", "upstream_failed", "done", "submit_failed"})
 
 
 class DigestRun(BaseModel):
@@ -30,6 +31,9 @@ class DigestRun(BaseModel):
     metric_name: str | None = None
     metric_value: float | None = None
     greater_is_better: bool = False
+    lineage: int = 0  # the id of the run's lineage root: a run and its resumes count once
+    step: int | None = None
+    max_steps: int | None = None
 
 
 class DigestApproval(BaseModel):
@@ -46,6 +50,16 @@ class DigestApproval(BaseModel):
     link: str | None = None
 
 
+class DigestRegistration(BaseModel):
+    """A model version registered in the period."""
+
+    model: str
+    version: str
+    run_name: str
+    registered_at: datetime
+    link: str | None = None
+
+
 class DigestData(BaseModel):
     """Everything one digest shows: the channel's runs and requests since `since`."""
 
@@ -53,6 +67,7 @@ class DigestData(BaseModel):
     since: datetime
     runs: list[DigestRun] = Field(default_factory=list)
     approvals: list[DigestApproval] = Field(default_factory=list)
+    registrations: list[DigestRegistration] = Field(default_factory=list)
     scheduled_for: datetime | None = None
     timezone: str = "UTC"
     more_link: str | None = None
@@ -82,6 +97,12 @@ def _run_line(run: DigestRun) -> str:
     return f"• {name} ({run.recipe}) by <@{run.requester}>{metric}"
 
 
+def _progress(run: DigestRun) -> str:
+    if run.step is None:
+        return ""
+    return f" · step {run.step}" + (f"/{run.max_steps}" if run.max_steps else "")
+
+
 def _section(text: str) -> dict[str, Any]:
     if len(text) > MAX_SECTION_CHARS:
         text = text[: MAX_SECTION_CHARS - 2] + " …"
@@ -107,14 +128,20 @@ def _list_section(title: str, lines: list[str], more_link: str | None) -> dict[s
 def best_runs(runs: list[DigestRun]) -> list[tuple[str, str, DigestRun, int]]:
     """Best succeeded run per (recipe, eval contract) by the recipe's eval metric; never across contracts.
 
-    Returns (recipe, contract hash, best run, number of runs compared), sorted by recipe.
+    A run and its resumes are one lineage: each lineage counts once, by its newest succeeded run.
+    Returns (recipe, contract hash, best run, number of lineages compared), sorted by recipe.
     """
-    groups: dict[tuple[str, str], list[DigestRun]] = {}
+    groups: dict[tuple[str, str], dict[int, DigestRun]] = {}
     for run in runs:
         if run.status == "succeeded" and run.comparable and run.metric_value is not None and run.eval_contract_hash:
-            groups.setdefault((run.recipe, run.eval_contract_hash), []).append(run)
+            lineages = groups.setdefault((run.recipe, run.eval_contract_hash), {})
+            key = run.lineage or id(run)
+            held = lineages.get(key)
+            if held is None or (run.finished_at or run.created_at) >= (held.finished_at or held.created_at):
+                lineages[key] = run
     result = []
-    for (recipe, contract), members in sorted(groups.items()):
+    for (recipe, contract), by_lineage in sorted(groups.items()):
+        members = list(by_lineage.values())
         pick = max if members[0].greater_is_better else min
         best = pick(members, key=lambda r: r.metric_value if r.metric_value is not None else 0.0)
         result.append((recipe, contract, best, len(members)))
@@ -144,9 +171,17 @@ def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
         if run.finished_at is not None and run.finished_at >= data.since and run.status in by_status:
             by_status[run.status].append(run)
     stuck = [r for r in data.runs if r.stuck and r.finished_at is None]
+    going = [r for r in data.runs if r.finished_at is None and not r.stuck and r.status not in FINISHED_STATUSES]
     # Finished non-comparable runs are listed apart from the ranking; "not pinned" covers those still going.
     unpinned = [r for r in data.runs if not r.pinned and r.finished_at is None and r.created_at >= data.since]
-    nothing = not any(by_status.values()) and not stuck and not data.approvals and not unpinned
+    nothing = (
+        not any(by_status.values())
+        and not stuck
+        and not going
+        and not data.approvals
+        and not unpinned
+        and not data.registrations
+    )
 
     if nothing:
         blocks.append(_section(f"No runs since {_fmt_time(data.since, tz)}, and nothing waits for a decision."))
@@ -161,6 +196,9 @@ def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
         if by_status[status]:
             lines = [_run_line(r) for r in by_status[status]]
             blocks.append(_list_section(f"{title} ({len(lines)})", lines, data.more_link))
+    if going:
+        lines = [f"{_run_line(r)} — *{r.status}*{_progress(r)}" for r in going]
+        blocks.append(_list_section(f":runner: *In progress* ({len(lines)})", lines, data.more_link))
     if stuck:
         blocks.append(
             _list_section(
@@ -169,6 +207,13 @@ def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
                 data.more_link,
             )
         )
+    if data.registrations:
+        lines = [
+            f"• {f'<{reg.link}|{reg.model}:{reg.version}>' if reg.link else f'`{reg.model}:{reg.version}`'}"
+            f" from `{reg.run_name}`, {_fmt_time(reg.registered_at, tz)}"
+            for reg in data.registrations
+        ]
+        blocks.append(_list_section(f":floppy_disk: *Registered* ({len(lines)})", lines, data.more_link))
 
     best = best_runs([r for r in data.runs if r.finished_at is not None and r.finished_at >= data.since])
     if best:
@@ -176,7 +221,13 @@ def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
             f"• *{recipe}*: {_run_line(run)[2:]} — best of {count} on contract `{contract[:12]}`"
             for recipe, contract, run, count in best
         ]
-        blocks.append(_list_section(":trophy: *Best run per recipe* (same eval contract only)", lines, None))
+        blocks.append(
+            _list_section(
+                ":trophy: *Best run per recipe* (same eval contract only; a run and its resumes count once)",
+                lines,
+                None,
+            )
+        )
     non_comparable = [
         r for r in data.runs if not r.comparable and r.finished_at is not None and r.finished_at >= data.since
     ]

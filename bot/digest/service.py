@@ -13,9 +13,16 @@ from apscheduler.triggers.cron import CronTrigger
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.digest.compose import DigestApproval, DigestData, DigestRun, compose_digest, digest_fallback_text
+from bot.digest.compose import (
+    DigestApproval,
+    DigestData,
+    DigestRegistration,
+    DigestRun,
+    compose_digest,
+    digest_fallback_text,
+)
 from bot.digest.jobs import attach, detach, digest_job
-from bot.digest.schedule import cron_for
+from bot.digest.schedule import cron_for, describe_schedule
 from bot.grammar import DigestCommand
 from bot.runs.evals import primary_metric
 from bot.scheduler import PERSISTENT, latest_fire_time
@@ -105,16 +112,18 @@ class DigestRuntime:
         tz = cmd.tz or self.settings.finetune.timezone
         cron = cron_for(cmd)
         with self.sessions() as s:
+            before = next((x for x in repos.list_digest_schedules(s) if x.channel == channel), None)
+            replaced = describe_schedule(before.cron, before.timezone) if before is not None else None
             repos.upsert_digest_schedule(s, channel=channel, cron=cron, timezone=tz, created_by=user)
             repos.add_audit(s, user=user, channel=channel, command=f"digest {cmd.mode} {cron} {tz}", outcome="ok")
         self._add_job(channel, cron, tz)
         when = cmd.time if cmd.mode == "daily" else f"{cmd.day} {cmd.time}"
         nxt = CronTrigger.from_crontab(cron, timezone=tz).get_next_fire_time(None, self.clock())
-        return (
-            f"Digest scheduled {cmd.mode} at {when} ({tz}); next one {nxt:%Y-%m-%d %H:%M %Z}."
-            if nxt
-            else f"Digest scheduled {cmd.mode} at {when} ({tz})."
-        )
+        text = f"Digest scheduled {cmd.mode} at {when} ({tz})"
+        text += f"; next one {nxt:%Y-%m-%d %H:%M %Z}." if nxt else "."
+        if replaced is not None and replaced != describe_schedule(cron, tz):
+            text += f" This replaces the channel's {replaced} digest (one schedule per channel)."
+        return text
 
     # --- posting --------------------------------------------------------------------------------
 
@@ -183,14 +192,27 @@ class DigestRuntime:
         with self.sessions() as s:
             since = repos.last_digest_at(s, channel=channel) or (scheduled_for or now) - period
             runs = repos.digest_runs(s, channel=channel, since=since)
+            roots = repos.lineage_roots(s, run_ids=[run.id or 0 for run in runs])
             requests = repos.open_approval_requests(s, channel=channel)
-            digest_runs = [to_digest_run(run, base) for run in runs]
+            registered = repos.digest_registrations(s, channel=channel, since=since)
+            digest_runs = [to_digest_run(run, base, lineage=roots.get(run.id or 0, 0)) for run in runs]
             approvals = [self._to_digest_approval(req, run, users, base, now) for req, run, users in requests]
+            registrations = [
+                DigestRegistration(
+                    model=reg.model,
+                    version=reg.version,
+                    run_name=run.name,
+                    registered_at=reg.registered_at,
+                    link=_permalink(base, run.channel, run.card_ts),
+                )
+                for reg, run in registered
+            ]
         return DigestData(
             channel=channel,
             since=since,
             runs=digest_runs,
             approvals=[a for a in approvals if a is not None],
+            registrations=registrations,
             scheduled_for=scheduled_for,
             timezone=self._channel_tz(channel),
             more_link=f"{base.rstrip('/')}/archives/{channel}" if base else None,
@@ -220,10 +242,11 @@ class DigestRuntime:
         )
 
 
-def to_digest_run(run: Run, base: str | None) -> DigestRun:
+def to_digest_run(run: Run, base: str | None, *, lineage: int = 0) -> DigestRun:
     """The digest's view of a stored run."""
     metric, higher = primary_metric(run.eval_contract)
     value = run.last_metrics.get(metric)
+    max_steps = run.params.get("max_steps")
     return DigestRun(
         name=run.name,
         recipe=run.recipe_name,
@@ -239,4 +262,7 @@ def to_digest_run(run: Run, base: str | None) -> DigestRun:
         metric_name=metric,
         metric_value=float(value) if isinstance(value, int | float) else None,
         greater_is_better=higher,
+        lineage=lineage or run.id or 0,
+        step=run.last_step,
+        max_steps=max_steps if isinstance(max_steps, int) and max_steps > 0 else None,
     )

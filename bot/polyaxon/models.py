@@ -52,7 +52,26 @@ class ModelsApi(GatewayBase):
             ),
             landed=None if force else landed,
         )
-        return _model_version(raw, self.project)
+        _model_version(raw, self.project)  # the write's answer has no artifacts (they are write-only there)
+        registered = self.get_model_version(version)
+        missing = set(artifacts) - set(registered.artifacts)
+        if missing and not force:
+            # A retried create can land as a version without all its lineage links (the first attempt created
+            # the version, then failed): link them now by pushing the same version again, and read it back.
+            return self.register_model_version(
+                version,
+                run_uuid=run_uuid,
+                artifacts=artifacts,
+                description=description,
+                tags=tags,
+                content=content,
+                force=True,
+            )
+        if missing:
+            raise GatewayError(
+                f"Polyaxon at {self.host} registered {version} without the artifacts {', '.join(sorted(missing))}"
+            )
+        return registered
 
     def get_model_version(self, version: str) -> ModelVersion:
         """Read a model version back from the registry."""

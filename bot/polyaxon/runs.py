@@ -136,13 +136,16 @@ class RunsApi(GatewayBase):
         params: dict[str, Any] | None = None,
         tags: Sequence[str] = (),
         description: str | None = None,
+        copy_dirs: Sequence[str] = (),
     ) -> RunInfo:
         """A new run that starts with a copy of run `uuid`'s artifacts (Polyaxon's `restart(copy=True)`).
 
         The parent's spec is reused, with `params` (input name -> value, e.g. `resume_from`)
         patched over it; `operation` (a compiled `V1Operation` dict) replaces the spec instead
         (Polyaxon's `recompile`). The copied files land in the new run's artifacts folder, so the
-        new op finds the parent's checkpoints under its own outputs path. Idempotent on `name`.
+        new op finds the parent's checkpoints under its own outputs path: all of them, or only
+        `copy_dirs` (folders relative to the parent's artifacts, e.g. `outputs/checkpoint-72`).
+        Idempotent on `name`.
         """
         existing = self.find_run(name)
         if existing is not None:
@@ -154,6 +157,12 @@ class RunsApi(GatewayBase):
         elif params:
             override = {"version": 1.1, "kind": "operation", "params": {k: {"value": v} for k, v in params.items()}}
             body["content"] = _operation_content(override)
+        if copy_dirs:
+            # Polyaxon's copy init step takes paths under the artifacts store: `<parent uuid>/<path>`.
+            body["meta_info"] = {
+                **body.get("meta_info", {}),
+                "copy_artifacts": {"dirs": [f"{uuid}/{path.strip('/')}" for path in copy_dirs]},
+            }
         if description:
             body["description"] = description
         run = self._write(

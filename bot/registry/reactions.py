@@ -58,6 +58,9 @@ class ReactionJudge:
                     return
                 open_requests = repos.list_approval_requests(s, statuses=["open"], run_id=posted.run_id)
                 if not open_requests:
+                    orphan = repos.get_run(s, run_id=posted.run_id)
+                    if orphan is not None:
+                        self.no_request(orphan, user=user, reaction=reaction, channel=channel)
                     return
                 request = open_requests[-1]
             run = repos.get_run(s, run_id=request.run_id)
@@ -163,11 +166,19 @@ class ReactionJudge:
                 )
         elif verdict.code == "expired" and request.status == "open":
             self.states.expire(request, run)
-        elif verdict.code == "closed" and not added and request.status == "registered":
+        elif verdict.code == "closed" and request.status == "registered":
             with self.deps.runs.sessions() as s:
                 registration = repos.registration_for_request(s, request_id=request_id)
             label = f"{request.model}:{registration.version}" if registration else request.model
-            reason = f"<@{user}> removed :{reaction}: after registration: `{label}` stays registered"
+            reason = (
+                f"<@{user}> removed :{reaction}: after registration: `{label}` stays registered"
+                if not added
+                else f"`{label}` is registered already: <@{user}>'s :{reaction}: changes nothing"
+            )
+        elif verdict.code == "closed" and added and request.status in ("approved", "registering"):
+            reason = (
+                f"`{request.model}` has its approvals and is being registered: <@{user}>'s :{reaction}: is not needed"
+            )
         elif verdict.code == "closed" and not added and request.status in ("approved", "registering"):
             # The registration call is in flight: too late to withdraw (an approved request is reopened above).
             reason = (
@@ -191,3 +202,24 @@ class ReactionJudge:
         if outcome == "ok":
             # An approval may complete the quorum; so may a revocation on a reopened request that kept it.
             self.on_quorum(request_id)
+
+    def no_request(self, run: Run, *, user: str, reaction: str, channel: str) -> None:
+        """The approval emoji on a run's card or thread with no open request: tell the reactor (only them)."""
+        with self.deps.runs.sessions() as s:
+            repos.add_audit(
+                s,
+                user=user,
+                channel=channel,
+                command=f"reaction_added :{reaction}: on {run.name}",
+                outcome="ignored",
+                detail="no open approval request",
+                run_id=run.id,
+            )
+        self.deps.runs.client.chat_postEphemeral(
+            channel=run.channel,
+            user=user,
+            thread_ts=run.thread_ts,
+            text=f":information_source: `{run.name}` has no open approval request, so :{reaction}: approves nothing. "
+            f"A registration starts with `/finetune register {run.name} model=NAME`; approvals count only on the "
+            "request message it posts.",
+        )

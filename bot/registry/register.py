@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from bot.grammar import RegisterCommand
 from bot.registry.candidate import current_version, read_candidate
 from bot.registry.deps import RegistryDeps
@@ -75,10 +73,8 @@ class RequestMaker:
         )
         passed = sum(r.passed for r in results)
         text = f"Approval request: register `{run.name}` as {cmd.model} ({passed}/{len(results)} criteria pass)"
-        kwargs: dict[str, Any] = {"channel": run.channel, "text": text, "blocks": blocks}
-        if run.thread_ts:
-            kwargs.update(thread_ts=run.thread_ts, reply_broadcast=True)  # in the thread, and sent to the channel
-        ts = str(runs.client.chat_postMessage(**kwargs)["ts"])
+        # In the thread, and sent to the channel.
+        ts = runs.thread.post_thread(run, text, purpose="approval_request", blocks=blocks, broadcast=True)
         thread_ts = run.thread_ts or ts
         with runs.sessions() as s:
             request = repos.create_approval_request(
@@ -98,9 +94,6 @@ class RequestMaker:
                 expires_at=expires_at,
                 candidate=candidate.model_dump(),
                 quorum=deps.quorum,
-            )
-            repos.record_posted_message(
-                s, channel=run.channel, ts=ts, purpose="approval_request", run_id=run.id, thread_ts=thread_ts
             )
             repos.add_audit(
                 s,

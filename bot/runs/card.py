@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -38,12 +39,16 @@ class CardView(BaseModel):
     recipe: str
     recipe_hash: str = ""
     presets: list[str] = Field(default_factory=list)
+    # The presets the recipe gives by default: the card marks the others as the requester's choice.
+    recipe_presets: list[str] = Field(default_factory=list)
+    overrides: dict[str, Any] = Field(default_factory=dict)
     pins: dict[str, Any] = Field(default_factory=dict)
     comparable: bool = True
     requester: str
     status: str
     step: int | None = None
     max_steps: int | None = None
+    checkpoint_step: int | None = None
     metrics: dict[str, float] = Field(default_factory=dict)
     polyaxon_url: str | None = None
     parent_name: str | None = None
@@ -55,7 +60,12 @@ class CardView(BaseModel):
 
 
 def card_view(
-    run: Run, *, polyaxon_url: str | None, parent_name: str | None = None, parent_link: str | None = None
+    run: Run,
+    *,
+    polyaxon_url: str | None,
+    parent_name: str | None = None,
+    parent_link: str | None = None,
+    recipe_presets: list[str] | None = None,
 ) -> CardView:
     """The card's content for a stored run (its parent, when resumed, found by the caller)."""
     metrics = {k: float(v) for k, v in run.last_metrics.items() if isinstance(v, int | float)}
@@ -66,11 +76,14 @@ def card_view(
         recipe=run.recipe_name,
         recipe_hash=run.recipe_hash,
         presets=run.presets,
+        recipe_presets=list(recipe_presets or []),
+        overrides=dict(run.overrides),
         pins={k: v for k, v in run.pins.items() if k in {"model", "dataset", "image", "code"}},
         comparable=run.comparable,
         requester=run.requester,
         status=run.status,
         step=run.last_step,
+        checkpoint_step=run.checkpoint_step,
         max_steps=int(max_steps) if isinstance(max_steps, int) and max_steps > 0 else None,
         metrics=metrics,
         polyaxon_url=polyaxon_url,
@@ -101,12 +114,17 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
     """Blocks of the run's status card, with buttons that carry commands back through the parser."""
     emoji = STATUS_EMOJI.get(view.status, ":grey_question:")
     blocks: list[dict[str, Any]] = [header(f"{view.recipe} · {view.name}")]
-    presets = ", ".join(f"`{p}`" for p in view.presets) or "none"
+    presets = ", ".join(f"`{p}`" + ("" if p in view.recipe_presets else " (chosen)") for p in view.presets) or "none"
     status_line = f"{emoji} *{view.status}*"
     progress = _progress(view.step, view.max_steps)
     if progress:
         status_line += f" · {progress}"
     lines = [status_line, f"*Requested by* <@{view.requester}> · *Presets* {presets}"]
+    if view.overrides:
+        overrides = " ".join(f"`{escape(k)}={escape(_value(v))}`" for k, v in sorted(view.overrides.items()))
+        lines.append(f"*Overrides* {overrides}")
+    else:
+        lines.append("*Overrides* none (the recipe's defaults)")
     if not view.comparable:
         lines.append(":warning: *non-comparable*: not fully pinned (exploration)")
     if view.parent_name:
@@ -118,7 +136,7 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
     shown = {k: v for k, v in view.metrics.items() if k in CARD_METRICS}
     if shown:
         blocks.append(section("*Latest metrics* " + " · ".join(f"{k} `{v:.4g}`" for k, v in sorted(shown.items()))))
-    pins = " · ".join(f"{k} `{escape(str(v))[:12]}`" for k, v in sorted(view.pins.items()))
+    pins = " · ".join(f"{k} `{escape(short_pin(str(v)))}`" for k, v in sorted(view.pins.items()))
     ctx = [f"run `{view.uuid[:8]}`" if view.uuid else "not submitted yet"]
     if view.polyaxon_url:
         ctx.append(f"<{view.polyaxon_url}|open in Polyaxon>")
@@ -135,7 +153,7 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
         buttons.append(
             command_button("Request registration", f"register {ref} model={model}", suffix="register", style="primary")
         )
-    if view.status in {"failed", "stopped"}:
+    if view.status in {"failed", "stopped"} and view.checkpoint_step is not None:
         buttons.append(command_button("Resume", f"resume {ref}", suffix="resume"))
     blocks.append({"type": "actions", "elements": buttons})
     return blocks
@@ -144,3 +162,32 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
 def card_text(view: CardView) -> str:
     """Notification text of the card (what clients show without blocks)."""
     return f"{view.recipe} {view.name}: {view.status}"
+
+
+_HEX_RUN = re.compile(r"[0-9a-f]{12,}")
+
+
+def short_pin(pin: str, keep: int = 12) -> str:
+    """A pin by its identifying part: the name's last path part and the digest or revision, cut at the end.
+
+    `ghcr.io/org/trainer@sha256:1a2b…` -> `trainer@sha256:1a2b3c4d5e6f…`; `.finetune/models/tiny@sha256:9f…`
+    -> `tiny@sha256:9f…`; `Qwen/Qwen2.5-0.5B@<40-hex>` -> `Qwen2.5-0.5B@<12-hex>…`; a bare commit -> 12 hex.
+    """
+    name, at, rest = pin.rpartition("@")
+    if not at:
+        name, rest = "", pin
+    base = name.rstrip("/").rsplit("/", 1)[-1]
+
+    def cut(match: re.Match[str]) -> str:
+        return match.group(0)[:keep] + ("…" if len(match.group(0)) > keep else "")
+
+    ident = _HEX_RUN.sub(cut, rest)
+    return f"{base}@{ident}" if base else ident
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)

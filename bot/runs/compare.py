@@ -5,19 +5,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.grammar import CompareCommand
+from bot.runs.compare_table import CompareRow, final_values, logged_values, mark_superseded, render_table
 from bot.runs.deps import RunDeps
 from bot.runs.errors import Reply, RunError
 from bot.runs.evals import contract_differences, primary_metric
 from bot.runs.lookup import find_run
 from bot.runs.plot import Points, plot_histories
 from bot.runs.thread import RunThread
-from bot.slack.blocks import context, header, section
 from storage import repos
 from storage.models import Run
 
+FINISHED = frozenset({"succeeded", "stopped", "failed"})
+PEERS = 4
+
 
 class Comparer:
-    """Compares runs by the recipe's eval metric; refuses runs evaluated differently unless `--exploratory`."""
+    """Compares runs by the final evaluation of their eval contract; refuses different contracts unless exploratory."""
 
     def __init__(self, deps: RunDeps, thread: RunThread) -> None:
         self.deps = deps
@@ -26,8 +29,14 @@ class Comparer:
     def compare(self, cmd: CompareCommand, *, user: str) -> Reply:
         """Table + plot in the first run's thread; refused across eval contracts unless --exploratory."""
         runs = [find_run(self.deps.sessions, ref) for ref in cmd.runs]
+        peers_note = None
         if len(runs) == 1:
-            runs += self._peers(runs[0])
+            peers = self._peers(runs[0])
+            runs += peers
+            peers_note = (
+                f"`{runs[0].name}` compared with the {len(peers)} newest finished run(s) of *{runs[0].recipe_name}* "
+                f"on the same eval contract, one per lineage: " + ", ".join(f"`{p.name}` ({p.status})" for p in peers)
+            )
         differing = contract_differences(runs)
         if differing and not cmd.exploratory:
             raise RunError(
@@ -35,37 +44,32 @@ class Comparer:
                 + "; ".join(differing)
                 + ". Add `--exploratory` to see them anyway (watermarked)."
             )
-        metric, higher = primary_metric(runs[0].eval_contract or {})
-        metric = cmd.metric or metric
-        rows: list[tuple[Run, dict[str, float]]] = []
-        for run in runs:
-            values = self.deps.gateway.last_metrics(run.polyaxon_uuid) if run.polyaxon_uuid else {}
-            rows.append((run, values))
-        ranked = [r for r in rows if metric in r[1]]
-        best = (max if higher else min)(ranked, key=lambda r: r[1][metric])[0].name if ranked else None
-        columns = [metric] + [m for m in ("eval_perplexity", "loss", "train_runtime") if m != metric]
-        lines = []
-        for run, values in rows:
-            cells = " · ".join(f"{c} `{values[c]:.4g}`" if c in values else f"{c} —" for c in columns)
-            mark = " :trophy:" if run.name == best else ""
-            lines.append(f"• `{run.name}`{mark} ({run.status}) {cells}")
-        watermark = (
-            ":test_tube: *EXPLORATORY — eval contracts differ: " + "; ".join(differing) + "*" if differing else ""
+        contract = runs[0].eval_contract or {}
+        metrics = [str(m) for m in contract.get("metrics") or []]
+        metric, higher = primary_metric(contract)
+        if cmd.metric is not None:
+            if metrics and cmd.metric not in metrics:
+                raise RunError(
+                    f"metric={cmd.metric} is not measured by the eval contract of these runs "
+                    f"({', '.join(metrics)}): runs are ranked by their final evaluation only"
+                )
+            metric, higher = primary_metric({**contract, "primary_metric": cmd.metric})
+        rows = self._rows(runs, metrics or [metric])
+        blocks = render_table(
+            rows,
+            metric=metric,
+            higher=higher,
+            metrics=metrics or [metric],
+            contract_hash=runs[0].eval_contract_hash,
+            differing_contracts=differing,
+            peers_note=peers_note,
         )
-        note = (
-            f"Ranked by *{metric}* ({'higher' if higher else 'lower'} is better), the recipe's eval metric; "
-            "training loss or speed alone is not ranked."
-        )
-        blocks = [header(f"Compare {len(runs)} runs by {metric}")]
-        if watermark:
-            blocks.append(section(watermark))
-        blocks += [section("\n".join(lines)), context(note)]
         first = runs[0]
         self.thread.post_thread(
             first, f"Comparison of {len(runs)} runs (asked by <@{user}>)", purpose="compare", blocks=blocks
         )
         plotted = [metric, "loss"]
-        png = plot_histories(self._histories([run for run, _ in rows], plotted), plotted, exploratory=bool(differing))
+        png = plot_histories(self._histories(runs, plotted), plotted, exploratory=bool(differing))
         if png is not None:
             self.thread.upload_to_thread(
                 first,
@@ -75,6 +79,33 @@ class Comparer:
                 comment=("EXPLORATORY — " if differing else "") + f"{metric} and loss by step",
             )
         return Reply(text=f"Posted the comparison in the thread of `{first.name}`.")
+
+    def _rows(self, runs: Sequence[Run], metrics: list[str]) -> list[CompareRow]:
+        """Each run's final evaluation (succeeded) or last logged values (partial), with its lineage."""
+        with self.deps.sessions() as s:
+            roots = repos.lineage_roots(s, run_ids=[run.id or 0 for run in runs])
+        rows = []
+        for run in runs:
+            outputs = (
+                self.deps.gateway.get_run(run.polyaxon_uuid, with_conditions=False).outputs if run.polyaxon_uuid else {}
+            )
+            final = final_values(outputs, metrics) if run.status == "succeeded" else {}
+            max_steps = run.params.get("max_steps")
+            rows.append(
+                CompareRow(
+                    name=run.name,
+                    run_id=run.id or 0,
+                    status=run.status,
+                    final=bool(final),
+                    values=final or logged_values(outputs, metrics) or _numbers(run.last_metrics, metrics),
+                    step=run.last_step,
+                    max_steps=max_steps if isinstance(max_steps, int) and max_steps > 0 else None,
+                    lineage=roots.get(run.id or 0, run.id or 0),
+                    params=dict(run.params),
+                )
+            )
+        mark_superseded(rows)
+        return rows
 
     def _histories(self, runs: Sequence[Run], metrics: list[str]) -> dict[str, dict[str, Points]]:
         """Each run's metric histories by step (runs not yet on Polyaxon are left out)."""
@@ -88,21 +119,36 @@ class Comparer:
             }
         return out
 
-    def _peers(self, run: Run, limit: int = 4) -> list[Run]:
-        """The newest finished runs of the same recipe on the same eval contract (what one run is compared with)."""
+    def _peers(self, run: Run) -> list[Run]:
+        """The newest finished runs of the same recipe on the same eval contract, one per lineage, not the run's."""
         with self.deps.sessions() as s:
-            recent = repos.list_recent_runs(s, limit=200)
-        peers = [
-            r
-            for r in recent
-            if r.id != run.id
-            and r.recipe_name == run.recipe_name
-            and r.eval_contract_hash == run.eval_contract_hash
-            and r.status in {"succeeded", "stopped"}
-        ][:limit]
+            recent = [
+                r
+                for r in repos.list_recent_runs(s, limit=200)
+                if r.recipe_name == run.recipe_name
+                and r.eval_contract_hash == run.eval_contract_hash
+                and (r.status in FINISHED or r.id == run.id)
+            ]
+        with self.deps.sessions() as s:
+            roots = repos.lineage_roots(s, run_ids=[r.id or 0 for r in recent])
+        own = roots.get(run.id or 0)
+        peers: list[Run] = []
+        seen = {own}
+        for candidate in recent:  # newest first: each lineage is represented by its newest finished run
+            root = roots.get(candidate.id or 0)
+            if root in seen or candidate.status not in FINISHED:
+                continue
+            seen.add(root)
+            peers.append(candidate)
+            if len(peers) == PEERS:
+                break
         if not peers:
             raise RunError(
                 f"no other finished run of {run.recipe_name} on the same eval contract to compare "
                 f"`{run.name}` with; name the runs: `/finetune compare {run.name} RUN…`"
             )
         return peers
+
+
+def _numbers(values: dict[str, object], metrics: list[str]) -> dict[str, float]:
+    return {m: float(v) for m in metrics if isinstance((v := values.get(m)), int | float) and not isinstance(v, bool)}

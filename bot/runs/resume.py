@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from bot.grammar import ResumeCommand, RunCommand
 from bot.redact import redact
@@ -29,14 +30,35 @@ class Resumer:
         self.thread = thread
 
     def resume(self, cmd: ResumeCommand, *, user: str, channel: str, delivery_key: str) -> Reply:
-        """A new run that loads the parent's checkpoint; refused with a diff when the recipe moved on."""
+        """A new run that loads one complete checkpoint of the parent; refused when there is none to load,
+        when the parent succeeded and the schedule is not extended, or with a diff when the recipe moved on."""
         parent = find_run(self.deps.sessions, cmd.run)
         if not self.deps.people.may_run(user):
             raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
         if parent.polyaxon_uuid is None or parent.status not in TERMINAL:
             raise RunError(f"run `{parent.name}` is {parent.status}; resume a run that has finished, failed or stopped")
+        outputs = self.deps.gateway.get_run(parent.polyaxon_uuid, with_conditions=False).outputs
+        step = choose_checkpoint(parent, outputs, cmd.checkpoint)
+        total = _int(outputs.get("max_steps")) or _int(parent.params.get("max_steps"))
+        if cmd.max_steps is not None and cmd.max_steps <= step:
+            raise RunError(f"max_steps={cmd.max_steps} ends before the checkpoint's step {step}: give more steps")
+        if parent.status == "succeeded" and (cmd.max_steps is None or (total is not None and cmd.max_steps <= total)):
+            raise RunError(
+                f"`{parent.name}` succeeded: it finished its schedule ({total or step} steps), so resuming it would "
+                f"train nothing new. To train further, extend the schedule: "
+                f"`/finetune resume {parent.name} max_steps={max(total or step, step) * 2}`."
+            )
+        # Stored values are typed; an int stored as 1000.0 by an older bot is still the int 1000.
+        # `resume_from` was an override once; only resume sets it now.
+        overrides = {
+            k: int(v) if isinstance(v, float) and v.is_integer() else v
+            for k, v in parent.overrides.items()
+            if k != "resume_from"
+        }
+        if cmd.max_steps is not None:
+            overrides["max_steps"] = cmd.max_steps
         plan = self.deps.catalog.plan(
-            RunCommand(recipe=parent.recipe_name, presets=parent.presets, overrides=parent.overrides)
+            RunCommand(recipe=parent.recipe_name, presets=parent.presets, overrides=overrides)
         )
         diff = resume_diff(parent, plan)
         if diff:
@@ -44,9 +66,12 @@ class Resumer:
                 f"can't resume `{parent.name}`: its checkpoint does not fit what the recipe gives now:\n"
                 + "\n".join(f"• {line}" for line in diff)
             )
-        # Polyaxon's copy starts the new run with the parent's artifacts copied into its own folder, so
-        # the trainer finds the parent's checkpoints under its own outputs (any artifacts store, no paths).
-        checkpoint = "latest" if cmd.checkpoint == "latest" else f"checkpoint-{cmd.checkpoint.removeprefix('step-')}"
+        checkpoint = f"checkpoint-{step}"
+        patch: dict[str, Any] = {"resume_from": checkpoint}
+        if cmd.max_steps is not None:
+            patch["max_steps"] = plan.params.get("max_steps", cmd.max_steps)
+        # Polyaxon's copy starts the new run with the chosen checkpoint copied into its own outputs, so the
+        # trainer finds it there (any artifacts store, no paths); the other checkpoints stay with the parent.
         name = run_name_for(parent.recipe_name, delivery_key)
         with self.deps.sessions() as s:
             if repos.get_run_by_name(s, name=name) is not None:
@@ -57,8 +82,8 @@ class Resumer:
                 recipe_name=parent.recipe_name,
                 recipe_hash=plan.recipe_hash,
                 component=parent.component,
-                params={**parent.params, "resume_from": checkpoint},
-                overrides=parent.overrides,
+                params={**parent.params, **patch},
+                overrides=overrides,
                 presets=parent.presets,
                 pins=parent.pins,
                 comparable=parent.comparable,
@@ -84,9 +109,10 @@ class Resumer:
             info = self.deps.gateway.copy_run(
                 parent.polyaxon_uuid,
                 name=name,
-                params={"resume_from": checkpoint},
+                params=patch,
                 tags=plan.tags,
                 description=f"resume of {parent.name} by {user}",
+                copy_dirs=[f"outputs/{checkpoint}"],
             )
         except GatewayError as exc:
             reason = escape(redact(str(exc), extra_secrets=self.deps.secrets))
@@ -101,7 +127,9 @@ class Resumer:
             child,
             status=info.status or "created",
             message=f"copy of {parent.polyaxon_uuid}",
-            text=f"Loads `{checkpoint}` of `{parent.name}` (Polyaxon `{info.uuid}`).",
+            text=f"Loads `{checkpoint}` (step {step}) of `{parent.name}`"
+            + (f", schedule extended to {cmd.max_steps} steps" if cmd.max_steps is not None else "")
+            + f" (Polyaxon `{info.uuid}`).",
             polyaxon_uuid=info.uuid,
         )
         child_link = self.thread.permalink(child.channel, child.card_ts)
@@ -112,6 +140,46 @@ class Resumer:
             purpose="resume",
         )
         return Reply(text=f"Resuming `{parent.name}` as `{name}`.")
+
+
+def checkpoint_steps(outputs: Mapping[str, Any]) -> list[int]:
+    """The steps of the complete checkpoints a run kept, as its trainer reported them (oldest first)."""
+    raw = outputs.get("checkpoints")
+    items = raw if isinstance(raw, list) else str(raw or "").split(",")
+    steps = {_step_of(item) for item in items}
+    latest = _int(outputs.get("checkpoint_latest_step"))
+    if latest is not None:
+        steps.add(latest)
+    return sorted(step for step in steps if step is not None)
+
+
+def choose_checkpoint(parent: Run, outputs: Mapping[str, Any], wanted: str) -> int:
+    """The step to resume from (`latest` or `step-N`); RunError when the run kept no such complete checkpoint."""
+    kept = checkpoint_steps(outputs)
+    if not kept:
+        again = "".join(f" {k}={v}" for k, v in sorted(parent.overrides.items()))
+        raise RunError(
+            f"`{parent.name}` saved no complete checkpoint, so there is nothing to resume from (it {parent.status} "
+            f"at step {parent.last_step or 0}). Start it again: `/finetune run recipe={parent.recipe_name}{again}`."
+        )
+    if wanted == "latest":
+        return kept[-1]
+    step = int(wanted.removeprefix("step-"))
+    if step not in kept:
+        listed = ", ".join(f"step-{s}" for s in kept)
+        raise RunError(f"`{parent.name}` kept no complete checkpoint at step {step}; it has {listed}")
+    return step
+
+
+def _step_of(item: Any) -> int | None:
+    if isinstance(item, int) and not isinstance(item, bool):
+        return item
+    text = str(item).strip().removeprefix("checkpoint-")
+    return int(text) if text.isdigit() else None
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def resume_diff(parent: Run, plan: Plan) -> list[str]:

@@ -40,6 +40,7 @@ class Submitter:
         if not self.deps.people.may_run(user):
             raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
         plan = self.plan(cmd)
+        forced = self._memory_gate(plan, cmd, user)
         name = run_name_for(plan.recipe, delivery_key)
         with self.deps.sessions() as s:
             existing = repos.get_run_by_name(s, name=name)
@@ -65,11 +66,42 @@ class Submitter:
             repos.add_audit(
                 s, user=user, channel=channel, command=f"run recipe={plan.recipe}", outcome="ok", run_id=run.id
             )
+            if forced and plan.memory is not None:
+                repos.add_audit(
+                    s,
+                    user=user,
+                    channel=channel,
+                    command=f"run recipe={plan.recipe} --force",
+                    outcome="ok",
+                    detail=f"submitted over the memory estimate: {plan.memory.summary()}",
+                    run_id=run.id,
+                )
         self.thread.post_card(run)
+        if forced and plan.memory is not None:
+            self.thread.post_thread(
+                run,
+                f":warning: Submitted with `--force` by <@{user}> although the memory estimate does not fit: "
+                f"{escape(plan.memory.summary())}",
+                purpose="forced",
+            )
         for warning in plan.warnings:
             self.thread.post_thread(run, f":warning: {escape(warning)}", purpose="warning")
         self.submit_to_polyaxon(run, plan.operation, plan.tags)
-        return Reply(text=f"Planned {plan.recipe} as `{name}`; the card is in <#{channel}>.")
+        notes = "".join(f"\n{escape(note)}" for note in cmd.notes)
+        return Reply(text=f"Planned {plan.recipe} as `{name}`; the card is in <#{channel}>.{notes}")
+
+    def _memory_gate(self, plan: Plan, cmd: RunCommand, user: str) -> bool:
+        """Refuse a run whose memory estimate does not fit its presets, unless an approver forces it; forced?"""
+        if not plan.over_memory_budget:
+            return False
+        if not cmd.force:
+            raise RunError(memory_refusal(plan))
+        if user not in self.deps.people.approvers():
+            raise RunError(
+                f"only an approver may `--force` a run over its memory estimate (FINETUNE_APPROVERS); "
+                f"<@{user}> is not one.\n{memory_refusal(plan)}"
+            )
+        return True
 
     def submit_to_polyaxon(self, run: Run, operation: dict[str, Any], tags: Sequence[str]) -> bool:
         """Submit (idempotent on the run name); on failure the run waits in `pending_submit` and is retried."""
@@ -126,3 +158,22 @@ class Submitter:
             if op is not None and self.submit_to_polyaxon(run, op["operation"], op.get("tags", [])):
                 done += 1
         return done
+
+
+def memory_refusal(plan: Plan) -> str:
+    """Why a run over its memory estimate is refused, with the presets it would fit and the other ways out."""
+    assert plan.memory is not None
+    presets = ",".join(plan.presets) or "(none)"
+    lines = [f"`{plan.recipe}` on `preset={presets}` does not fit: {escape(plan.memory.summary())}."]
+    if plan.fitting_presets:
+        examples = ", ".join(f"`preset={name}`" for name in plan.fitting_presets)
+        lines.append(
+            f"It fits on {examples}, e.g. `/finetune run recipe={plan.recipe} preset={plan.fitting_presets[0]}`."
+        )
+    else:
+        lines.append("No shipped preset fits it as configured.")
+    lines.append(
+        "Or train lighter: use_peft=true (LoRA), a smaller per_device_train_batch_size or max_length. "
+        "An approver may submit it anyway with `--force` (audited)."
+    )
+    return "\n".join(lines)

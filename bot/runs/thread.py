@@ -6,10 +6,13 @@ before they are posted, so none is lost), warnings, logs, comparisons, approval 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from datetime import datetime
 from typing import Any
+
+from slack_sdk.errors import SlackApiError
 
 from bot.runs.card import CardView, card_text, card_view, polyaxon_url, render_card
 from bot.runs.deps import RunDeps
@@ -18,7 +21,16 @@ from bot.slack.threads import find_thread_post, permalink
 from storage import repos
 from storage.models import Run
 
+log = logging.getLogger(__name__)
+
 CARD_UPDATE_MIN_INTERVAL_S = 3.0  # Slack allows about one chat.update per second per channel; stay well under
+
+# What Slack answers when the card (or its thread) is gone: deleted, or a bot restarted against another workspace.
+GONE_ERRORS = frozenset({"message_not_found", "thread_not_found"})
+CARD_REPLACED = (
+    ":information_source: This run's earlier card is gone (deleted, or this bot now talks to another Slack "
+    "workspace), so this is its card now; what was said in the old thread stays there."
+)
 
 # Message metadata on each status post: how a restarted bot tells whether a post went out before a crash.
 TRANSITION_EVENT = "finetune_status_event"
@@ -84,10 +96,21 @@ class RunThread:
                 return False
             self._card_updated[key] = time.monotonic()
         view = self.card_view(run)
-        self.deps.client.chat_update(
-            channel=run.channel, ts=run.card_ts, text=card_text(view), blocks=render_card(view)
-        )
+        try:
+            self.deps.client.chat_update(
+                channel=run.channel, ts=run.card_ts, text=card_text(view), blocks=render_card(view)
+            )
+        except SlackApiError as exc:
+            if exc.response.get("error") not in GONE_ERRORS:
+                raise
+            self.replace_card(run)
         return True
+
+    def replace_card(self, run: Run) -> None:
+        """The card is gone: post a fresh one (the run's thread from now on) and say so in it."""
+        log.warning("the card of %s is gone; posting a new one", run.name)
+        self.post_card(run)
+        self.post_thread(run, CARD_REPLACED, purpose="card_replaced")
 
     # --- the thread ---------------------------------------------------------------------------------
 
@@ -99,14 +122,28 @@ class RunThread:
         purpose: str,
         blocks: list[dict[str, Any]] | None = None,
         metadata: dict[str, Any] | None = None,
+        broadcast: bool = False,
     ) -> str:
-        """Post in the run's thread (never a new top-level message); the message ts."""
+        """Post in the run's thread (never a new top-level message; also sent to the channel when `broadcast`).
+
+        When the card is gone (deleted, or another workspace), a fresh card is posted first and the post
+        goes in its thread. Returns the message ts.
+        """
         kwargs: dict[str, Any] = {"channel": run.channel, "thread_ts": run.thread_ts or run.card_ts, "text": text}
         if blocks:
             kwargs["blocks"] = blocks
         if metadata:
             kwargs["metadata"] = metadata
-        resp = self.deps.client.chat_postMessage(**kwargs)
+        if broadcast and kwargs["thread_ts"]:
+            kwargs["reply_broadcast"] = True
+        try:
+            resp = self.deps.client.chat_postMessage(**kwargs)
+        except SlackApiError as exc:
+            if exc.response.get("error") not in GONE_ERRORS or not kwargs["thread_ts"]:
+                raise
+            self.replace_card(run)
+            kwargs["thread_ts"] = run.thread_ts
+            resp = self.deps.client.chat_postMessage(**kwargs)
         ts = str(resp["ts"])
         with self.deps.sessions() as s:
             repos.record_posted_message(
@@ -116,14 +153,21 @@ class RunThread:
 
     def upload_to_thread(self, run: Run, *, content: bytes, filename: str, title: str, comment: str) -> None:
         """Attach a file in the run's thread (files_upload_v2)."""
-        self.deps.client.files_upload_v2(
-            channel=run.channel,
-            thread_ts=run.thread_ts or run.card_ts,
-            content=content,
-            filename=filename,
-            title=title,
-            initial_comment=comment,
-        )
+        for attempt in (1, 2):
+            try:
+                self.deps.client.files_upload_v2(
+                    channel=run.channel,
+                    thread_ts=run.thread_ts or run.card_ts,
+                    content=content,
+                    filename=filename,
+                    title=title,
+                    initial_comment=comment,
+                )
+                return
+            except SlackApiError as exc:
+                if exc.response.get("error") not in GONE_ERRORS or attempt == 2:
+                    raise
+                self.replace_card(run)
 
     def find_thread_post(self, run: Run, event_type: str, **payload: Any) -> str | None:
         """The ts of a post in the run's thread whose message metadata is `event_type` with `payload`, or None."""

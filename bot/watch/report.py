@@ -1,6 +1,16 @@
-"""What the watcher writes: the metrics of a finished run as one line per kind. Pure."""
+"""What the watcher writes: a finished run's metrics, whether it can be resumed, where a resume started. Pure.
+
+The trainer reports in its run's outputs (see `trainer/`): `checkpoint_latest` / `checkpoint_latest_step`
+after each complete checkpoint, `resumed_from_checkpoint` / `resumed_from_step` when a resume loaded one,
+`max_steps`, and at the end the final evaluation (the eval contract's metrics and `eval_contract_hash`).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from storage.models import Run
 
 
 def metrics_text(metrics: dict[str, float]) -> str:
@@ -13,3 +23,48 @@ def metrics_text(metrics: dict[str, float]) -> str:
     if train:
         parts.append("*Train* " + " · ".join(f"{k} `{v:.4g}`" for k, v in train.items()))
     return ("\n" + "\n".join(parts)) if parts else ""
+
+
+def final_eval(outputs: Mapping[str, Any]) -> dict[str, float]:
+    """The eval metrics of the run's final evaluation (written with the contract's hash); empty without one."""
+    if not outputs.get("eval_contract_hash"):
+        return {}
+    return {k: float(v) for k, v in outputs.items() if k.startswith("eval_") and _number(v)}
+
+
+def checkpoint_step(outputs: Mapping[str, Any]) -> int | None:
+    """The step of the latest complete checkpoint the trainer reported, or None."""
+    return _as_int(outputs.get("checkpoint_latest_step"))
+
+
+def resume_hint(run: Run) -> str:
+    """How to go on from a failed or stopped run: resume from its checkpoint, or start again without one."""
+    if run.checkpoint_step is not None:
+        return (
+            f"\nResume from its last checkpoint (step {run.checkpoint_step}) with the card's Resume button or "
+            f"`/finetune resume {run.name}`."
+        )
+    again = "".join(f" {k}={v}" for k, v in sorted(run.overrides.items()))
+    return (
+        f"\nIt saved no complete checkpoint, so it can't be resumed: start again with "
+        f"`/finetune run recipe={run.recipe_name}{again}`."
+    )
+
+
+def resumed_text(outputs: Mapping[str, Any], run: Run) -> str | None:
+    """`Resumed from checkpoint-72 (step 72/500).` once the trainer reported what it loaded; None before."""
+    step = _as_int(outputs.get("resumed_from_step"))
+    if step is None:
+        return None
+    name = outputs.get("resumed_from_checkpoint") or f"checkpoint-{step}"
+    total = _as_int(outputs.get("max_steps")) or _as_int(run.params.get("max_steps"))
+    of = f"/{total}" if total else ""
+    return f":leftwards_arrow_with_hook: Resumed from `{name}` (step {step}{of})."
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _as_int(value: Any) -> int | None:
+    return int(value) if _number(value) else None

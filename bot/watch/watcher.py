@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from bot.redact import cap_tail, redact
 from bot.runs import INLINE_LOG_BYTES, RunService
 from bot.slack.blocks import escape
-from bot.watch.report import metrics_text
+from bot.watch.report import checkpoint_step, final_eval, metrics_text, resume_hint, resumed_text
 from storage import repos
 from storage.models import Run
 
@@ -136,6 +136,7 @@ class Watcher:
         if info is None:  # left the active list: read its final state once
             info = self.gateway.get_run(uuid, with_conditions=True)
             stats.polyaxon_requests += 2
+        run = self._note_outputs(run, info)
         if info.status != run.status:
             self._report(run, info, stats)
             stats.transitions += 1
@@ -158,6 +159,8 @@ class Watcher:
         if status == "succeeded":
             metrics, step = self.gateway.metrics_summary(run.polyaxon_uuid or "")
             stats.polyaxon_requests += 1
+            # The final evaluation by the eval contract (the trainer's results) wins over the last logged values.
+            metrics.update(final_eval(info.outputs))
             fields["last_metrics"] = metrics
             if step is not None:
                 fields["last_step"] = step
@@ -172,9 +175,9 @@ class Watcher:
             if left:
                 upload = ("\n".join(lines).encode(), len(lines))
                 text += f"\n{left} earlier lines are in the attached file."
-            text += f"\nResume from its last checkpoint with the card's Resume button or `/finetune resume {run.name}`."
+            text += resume_hint(run)
         elif status == "stopped":
-            text = ":octagonal_sign: *stopped*"
+            text = ":octagonal_sign: *stopped*" + resume_hint(run)
         fresh = self.runs.thread.transition(run, status=status, message=reason, text=text, **fields)
         if upload is not None:
             self.runs.thread.upload_to_thread(
@@ -184,6 +187,22 @@ class Watcher:
                 title=f"{run.name}: last {upload[1]} log lines (redacted)",
                 comment="Full log tail of the failed run",
             )
+
+    def _note_outputs(self, run: Run, info: RunInfo) -> Run:
+        """What the trainer reported in its outputs: the latest complete checkpoint, and where a resume started."""
+        step = checkpoint_step(info.outputs)
+        if step is not None and step != run.checkpoint_step:
+            with self.sessions() as s:
+                fresh = repos.get_run(s, run_id=run.id or 0)
+                if fresh is not None:
+                    run = repos.update_run(s, fresh, checkpoint_step=step)
+        resumed = resumed_text(info.outputs, run)
+        if resumed is not None and run.parent_run_id is not None:
+            with self.sessions() as s:
+                told = repos.find_posted_message(s, run_id=run.id or 0, purpose="resumed") is not None
+            if not told:
+                self.runs.thread.post_thread(run, resumed, purpose="resumed")
+        return run
 
     def _refresh(self, run: Run, now: datetime, stats: TickStats) -> None:
         """Latest metrics on the card, and the stuck check (throttled per run)."""

@@ -25,6 +25,7 @@ from storage.repos.digests import (
     claim_digest_slot,
     complete_digest_post,
     delete_digest_schedule,
+    digest_registrations,
     digest_runs,
     last_digest_at,
     list_digest_schedules,
@@ -32,7 +33,7 @@ from storage.repos.digests import (
     release_digest_slot,
     upsert_digest_schedule,
 )
-from storage.repos.messages import get_posted_message, record_posted_message
+from storage.repos.messages import find_posted_message, get_posted_message, record_posted_message
 from storage.repos.registrations import (
     create_registration,
     get_registration,
@@ -46,6 +47,7 @@ from storage.repos.runs import (
     find_runs,
     get_run,
     get_run_by_name,
+    lineage_roots,
     list_active_runs,
     list_recent_runs,
     list_status_events,
@@ -70,7 +72,9 @@ __all__ = [
     "create_run",
     "delete_digest_schedule",
     "dialect_insert",
+    "digest_registrations",
     "digest_runs",
+    "find_posted_message",
     "find_runs",
     "get_approval_request",
     "get_approval_request_by_message",
@@ -79,6 +83,7 @@ __all__ = [
     "get_run",
     "get_run_by_name",
     "last_digest_at",
+    "lineage_roots",
     "list_active_runs",
     "list_approval_requests",
     "list_approvals",

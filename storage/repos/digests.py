@@ -7,7 +7,7 @@ from datetime import datetime
 
 from sqlmodel import Session, col, func, or_, select
 
-from storage.models import Approval, ApprovalRequest, DigestPost, DigestSchedule, Run, utcnow
+from storage.models import Approval, ApprovalRequest, DigestPost, DigestSchedule, Registration, Run, utcnow
 from storage.repos.common import dialect_insert
 from storage.repos.runs import ACTIVE_STATUSES
 
@@ -79,13 +79,13 @@ def last_digest_at(session: Session, *, channel: str) -> datetime | None:
 
 
 def digest_runs(session: Session, *, channel: str, since: datetime) -> Sequence[Run]:
-    """One query: the channel's runs that finished or were created since `since`, and its stuck runs."""
+    """One query: the channel's runs that finished or were created since `since`, and all its active runs."""
     stmt = select(Run).where(
         Run.channel == channel,
         or_(
             col(Run.finished_at) >= since,
             col(Run.created_at) >= since,
-            col(Run.stuck_flagged_at).is_not(None) & col(Run.status).in_(ACTIVE_STATUSES),
+            col(Run.status).in_(ACTIVE_STATUSES),
         ),
     )
     return session.exec(stmt.order_by(col(Run.id))).all()
@@ -109,3 +109,13 @@ def open_approval_requests(session: Session, *, channel: str) -> Sequence[tuple[
         ).all():
             approvers.setdefault(approval.request_id, []).append(approval.user)
     return [(req, run, approvers.get(req.id or 0, [])) for req, run in rows]
+
+
+def digest_registrations(session: Session, *, channel: str, since: datetime) -> Sequence[tuple[Registration, Run]]:
+    """One query: model versions registered since `since` from the channel's runs, oldest first."""
+    return session.exec(
+        select(Registration, Run)
+        .join(Run, col(Run.id) == col(Registration.run_id))
+        .where(Run.channel == channel, col(Registration.registered_at) >= since)
+        .order_by(col(Registration.id))
+    ).all()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from storage.models import PostedMessage
 
@@ -20,3 +20,12 @@ def record_posted_message(
 def get_posted_message(session: Session, *, channel: str, ts: str) -> PostedMessage | None:
     """The bot's message at (channel, ts), if it is one of ours."""
     return session.exec(select(PostedMessage).where(PostedMessage.channel == channel, PostedMessage.ts == ts)).first()
+
+
+def find_posted_message(session: Session, *, run_id: int, purpose: str) -> PostedMessage | None:
+    """The bot's first message of `purpose` about a run, if it posted one."""
+    return session.exec(
+        select(PostedMessage)
+        .where(PostedMessage.run_id == run_id, PostedMessage.purpose == purpose)
+        .order_by(col(PostedMessage.id))
+    ).first()

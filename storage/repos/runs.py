@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement
+from sqlalchemy import select as sql_select
 from sqlmodel import Session, col, or_, select
 
 from storage.models import Run, StatusEvent, utcnow
@@ -128,3 +129,22 @@ def mark_status_event_posted(session: Session, *, event_id: int, ts: str) -> Non
         event.posted_ts = ts
         session.add(event)
         session.flush()
+
+
+def lineage_roots(session: Session, *, run_ids: Sequence[int]) -> dict[int, int]:
+    """Run id -> the id of its lineage's root (the run it was resumed from, and so on up), in one query.
+
+    A run and its resumes are one lineage; a recursive CTE walks `parent_run_id` on SQLite and PostgreSQL alike.
+    """
+    if not run_ids:
+        return {}
+    runs = Run.__table__  # type: ignore[attr-defined]
+    chain = (
+        sql_select(runs.c.id.label("start_id"), runs.c.id.label("id"), runs.c.parent_run_id.label("parent"))
+        .where(runs.c.id.in_(list(run_ids)))
+        .cte("lineage_chain", recursive=True)
+    )
+    step = sql_select(chain.c.start_id, runs.c.id, runs.c.parent_run_id).join(chain, runs.c.id == chain.c.parent)
+    chain = chain.union_all(step)
+    rows = session.execute(sql_select(chain.c.start_id, chain.c.id).where(chain.c.parent.is_(None))).all()
+    return {int(start): int(root) for start, root in rows}

@@ -64,13 +64,13 @@ def _runs(live_bot: LiveBot) -> list[Run]:
 
 
 def test_failing_run_posts_its_redacted_log_tail(live_bot: LiveBot) -> None:
-    # The trainer refuses a checkpoint path that does not exist: a real failure inside the job.
-    reply = live_bot.command("run recipe=sft-tiny max_steps=2 resume_from=/nonexistent/ckpt")
+    # A GPU recipe on this CPU-only host: the trainer refuses its bf16 setup inside the job, a real failure.
+    reply = live_bot.command("run recipe=sft-qwen-0p5b-lora max_steps=1")
     name = run_name_in(reply)
     run = live_bot.wait_status(name, {"failed"})
     thread = "\n".join(live_bot.thread(run))
     assert ":x:" in thread or "failed" in thread
-    assert "/nonexistent/ckpt" in thread, thread  # the log tail names the cause
+    assert "bf16" in thread, thread  # the log tail names the cause
     assert "```" in thread  # as a code block
     assert "failed" in str(live_bot.card(run).get("blocks"))
 

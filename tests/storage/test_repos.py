@@ -149,3 +149,18 @@ def test_naive_datetimes_are_refused(sessions: SessionFactory) -> None:
         run = _run(s, name="aware")
         repos.update_run(s, run, started_at=datetime(2026, 1, 1, tzinfo=UTC))
         assert run.started_at == datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_a_lineage_is_its_root_and_every_resume_below_it(sessions: SessionFactory) -> None:
+    with sessions() as s:
+        root = _run(s, name="root", polyaxon_uuid=None)
+        child = _run(s, name="child", polyaxon_uuid=None, parent_run_id=root.id)
+        grandchild = _run(s, name="grandchild", polyaxon_uuid=None, parent_run_id=child.id)
+        alone = _run(s, name="alone", polyaxon_uuid=None)
+        s.commit()
+        ids = [root.id or 0, child.id or 0, grandchild.id or 0, alone.id or 0]
+    with sessions() as s:
+        roots = repos.lineage_roots(s, run_ids=ids)
+    assert roots == {ids[0]: ids[0], ids[1]: ids[0], ids[2]: ids[0], ids[3]: ids[3]}
+    with sessions() as s:
+        assert repos.lineage_roots(s, run_ids=[]) == {}

@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from bot.digest.compose import MAX_BLOCKS, MAX_SECTION_CHARS, DigestApproval, DigestData, DigestRun, compose_digest
+from bot.digest.compose import (
+    MAX_BLOCKS,
+    MAX_SECTION_CHARS,
+    DigestApproval,
+    DigestData,
+    DigestRegistration,
+    DigestRun,
+    best_runs,
+    compose_digest,
+)
 
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 SINCE = NOW - timedelta(days=1)
@@ -182,3 +191,24 @@ def test_long_lists_fit_slack_limits_and_say_what_was_cut() -> None:
     body = text_of(blocks)
     assert "Finished* (600)" in body and "…and 590 more (<https://x.slack.com/archives/C1|see the channel>)" in body
     assert "Stuck* (300)" in body
+
+
+def test_a_run_and_its_resumes_count_once_in_the_ranking() -> None:
+    parent = run("parent", metric_value=0.5, lineage=1, finished_at=NOW - timedelta(hours=3))
+    resumed = run("resumed", metric_value=0.9, lineage=1, finished_at=NOW - timedelta(hours=1))
+    other = run("other", metric_value=1.2, lineage=3)
+    [(recipe, _contract, best, count)] = best_runs([parent, resumed, other])
+    assert (recipe, count) == ("sft-tiny", 2)  # two lineages, not three runs
+    assert best.name == "resumed"  # a lineage is represented by its newest run
+
+
+def test_running_runs_and_new_registrations_are_in_the_digest() -> None:
+    going = run("going", "running", step=12, max_steps=40)
+    queued = run("waiting", "queued")
+    registered = DigestRegistration(model="tiny-chat", version="v2", run_name="done", registered_at=NOW)
+    text = text_of(
+        compose_digest(DigestData(channel="C1", since=SINCE, runs=[going, queued], registrations=[registered]), NOW)
+    )
+    assert "In progress* (2)" in text and "*running* · step 12/40" in text and "*queued*" in text
+    assert "Registered* (1)" in text and "tiny-chat:v2" in text and "from `done`" in text
+    assert "No runs since" not in text

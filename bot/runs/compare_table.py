@@ -1,0 +1,133 @@
+"""The comparison table, pure: which numbers are final, which run is best, what differs between the runs.
+
+Only a run that succeeded has final numbers: its evaluation by the eval contract at the end of training
+(the trainer's `eval_results`, the run's outputs with the contract's hash). A stopped, failed or running run
+shows its last logged values as *partial* and is never ranked; nor is a run whose lineage has a newer
+member in the table (a resume supersedes the run it resumed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from bot.slack.blocks import context, escape, header, section
+
+# Inputs that say what was trained on and how it is evaluated (pins, the contract), not hyperparameters.
+NOT_HYPERPARAMETERS = ("eval_", "recipe_", "dataset_", "model_", "code_revision", "image", "config", "resume_from")
+
+
+class CompareRow(BaseModel):
+    """One run in the table."""
+
+    name: str
+    run_id: int
+    status: str
+    final: bool
+    values: dict[str, float] = Field(default_factory=dict)
+    step: int | None = None
+    max_steps: int | None = None
+    lineage: int = 0
+    superseded_by: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+def final_values(outputs: Mapping[str, Any], metrics: Sequence[str]) -> dict[str, float]:
+    """The contract's metrics from a run's outputs when the final evaluation wrote them (its contract hash)."""
+    if not outputs.get("eval_contract_hash"):
+        return {}
+    return {m: float(outputs[m]) for m in metrics if _number(outputs.get(m))}
+
+
+def logged_values(outputs: Mapping[str, Any], metrics: Sequence[str]) -> dict[str, float]:
+    """The last logged value of each metric (what a partial run has)."""
+    return {m: float(outputs[m]) for m in metrics if _number(outputs.get(m))}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def mark_superseded(rows: list[CompareRow]) -> None:
+    """Within one lineage only the newest run in the table can be ranked."""
+    newest: dict[int, CompareRow] = {}
+    for row in rows:
+        if row.lineage not in newest or row.run_id > newest[row.lineage].run_id:
+            newest[row.lineage] = row
+    for row in rows:
+        leaf = newest[row.lineage]
+        row.superseded_by = None if leaf is row else leaf.name
+
+
+def best_row(rows: Sequence[CompareRow], metric: str, higher: bool) -> CompareRow | None:
+    """The best final, unsuperseded run by `metric`; None when no run has a final value."""
+    ranked = [r for r in rows if r.final and r.superseded_by is None and metric in r.values]
+    if not ranked:
+        return None
+    return (max if higher else min)(ranked, key=lambda r: r.values[metric])
+
+
+def differing_params(rows: Sequence[CompareRow]) -> list[str]:
+    """Hyperparameters whose values differ between the runs (a diff, not every key)."""
+    keys = sorted({k for r in rows for k in r.params if not k.startswith(NOT_HYPERPARAMETERS)})
+    return [k for k in keys if len({repr(r.params.get(k)) for r in rows}) > 1]
+
+
+def render_table(
+    rows: Sequence[CompareRow],
+    *,
+    metric: str,
+    higher: bool,
+    metrics: Sequence[str],
+    contract_hash: str,
+    differing_contracts: Sequence[str],
+    peers_note: str | None,
+) -> list[dict[str, Any]]:
+    """The comparison message: the runs, best marked, every contract metric, the hyperparameters that differ."""
+    best = best_row(rows, metric, higher)
+    params = differing_params(rows)
+    columns = [metric, *[m for m in metrics if m != metric]]
+    lines = []
+    for row in rows:
+        cells = " · ".join(f"{c} `{row.values[c]:.4g}`" if c in row.values else f"{c} —" for c in columns)
+        hyper = " ".join(f"`{escape(k)}={escape(_fmt(row.params.get(k)))}`" for k in params)
+        mark = " :trophy:" if best is not None and row is best else ""
+        lines.append(f"• `{row.name}`{mark} ({_state(row)}) {cells}" + (f" · {hyper}" if hyper else ""))
+    blocks = [header(f"Compare {len(rows)} runs by {metric}")]
+    if differing_contracts:
+        blocks.append(
+            section(":test_tube: *EXPLORATORY — eval contracts differ: " + "; ".join(differing_contracts) + "*")
+        )
+    if peers_note:
+        blocks.append(section(peers_note))
+    blocks.append(section("\n".join(lines)))
+    notes = [
+        f"Ranked by the final *{metric}* ({'higher' if higher else 'lower'} is better) of runs that succeeded, "
+        f"evaluated by eval contract `{contract_hash[:19] or '—'}`; partial runs are shown, never ranked. "
+        "Training loss or speed is not ranked."
+    ]
+    if params:
+        notes.append("Columns after the metrics are the hyperparameters that differ between these runs.")
+    if best is None:
+        notes.append("No run here has a final evaluation yet, so none is marked best.")
+    blocks.append(context(*notes))
+    return blocks
+
+
+def _state(row: CompareRow) -> str:
+    if row.superseded_by:
+        return f"{row.status}, resumed as `{row.superseded_by}`: not ranked"
+    if row.final:
+        return f"{row.status}, final eval"
+    progress = f" at step {row.step}" + (f"/{row.max_steps}" if row.max_steps else "") if row.step is not None else ""
+    return f"{row.status}{progress}, partial: not ranked"
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)

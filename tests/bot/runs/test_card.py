@@ -1,0 +1,51 @@
+"""The card shows what sets a run apart: its overrides, the presets it chose, and pins by their identifying part."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.runs.card import CardView, render_card, short_pin
+
+HEX = "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize(
+    ("pin", "shown"),
+    [
+        (f"ghcr.io/finetune-bot/trainer@sha256:{HEX}", "trainer@sha256:0123456789ab…"),
+        (f".finetune/models/tiny-llama@sha256:{HEX}", "tiny-llama@sha256:0123456789ab…"),
+        (f"Qwen/Qwen2.5-0.5B@{HEX[:40]}", "Qwen2.5-0.5B@0123456789ab…"),
+        (HEX[:40], "0123456789ab…"),
+        (f"HuggingFaceH4/ultrachat@{HEX[:40]}+sha256:{HEX}", "ultrachat@0123456789ab…+sha256:0123456789ab…"),
+        (".finetune/models/x@unbuilt", "x@unbuilt"),
+    ],
+    ids=["image", "local-model", "hub-model", "commit", "hub-dataset", "unbuilt"],
+)
+def test_pins_are_shown_by_their_identifying_part(pin: str, shown: str) -> None:
+    assert short_pin(pin) == shown
+
+
+def card_text(view: CardView) -> str:
+    return "\n".join(
+        str(block.get("text", {}).get("text", "")) + " ".join(str(e.get("text")) for e in block.get("elements", []))
+        for block in render_card(view)
+    )
+
+
+def test_the_card_shows_overrides_chosen_presets_and_offers_resume_only_with_a_checkpoint() -> None:
+    view = CardView(
+        name="sft-tiny-1",
+        recipe="sft-tiny",
+        requester="U1",
+        status="failed",
+        presets=["gpu-1x", "spot"],
+        recipe_presets=["gpu-1x"],
+        overrides={"lr": 0.003, "use_peft": True},
+    )
+    text = card_text(view)
+    assert "`lr=0.003`" in text and "`use_peft=true`" in text
+    assert "`gpu-1x`," in text and "`spot` (chosen)" in text
+    assert "Resume" not in str(render_card(view)[-1])
+    assert "Resume" in str(render_card(view.model_copy(update={"checkpoint_step": 20}))[-1])
+    plain = card_text(view.model_copy(update={"overrides": {}}))
+    assert "none (the recipe's defaults)" in plain
