@@ -76,7 +76,7 @@ def resolve_output_dir(requested: str, in_polyaxon: bool) -> Path:
     if requested:
         return Path(requested)
     if in_polyaxon:
-        from trainer.callbacks import polyaxon_outputs_path
+        from trainer.tracking import polyaxon_outputs_path
 
         return polyaxon_outputs_path()
     return Path(DEFAULT_LOCAL_OUTPUT_DIR)
@@ -194,13 +194,11 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
     import transformers
     from trl import SFTTrainer, get_peft_config
 
-    from trainer.callbacks import (
-        CheckpointMetaCallback,
+    from trainer.callbacks import CheckpointMetaCallback, StopOnSignalCallback, TrackingCallback
+    from trainer.tracking import (
         JsonlSink,
         MultiSink,
         PolyaxonSink,
-        StopOnSignalCallback,
-        TrackingCallback,
         TrackingSink,
         init_polyaxon_run,
         polyaxon_run_active,

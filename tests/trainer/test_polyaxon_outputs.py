@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.polyaxon, pytest.mark.trainer]
 
 # What CheckpointMetaCallback logs through the sink in a resumed run, then the sink's close.
 JOB = """
-from trainer.callbacks import PolyaxonSink, init_polyaxon_run
+from trainer.tracking import PolyaxonSink, init_polyaxon_run
 sink = PolyaxonSink(init_polyaxon_run())
 sink.log_outputs({"max_steps": 14, "resumed_from_checkpoint": "checkpoint-12", "resumed_from_step": 12})
 sink.log_outputs({"checkpoint_latest": "checkpoint-14", "checkpoint_latest_step": 14,
@@ -36,3 +36,39 @@ def test_checkpoint_outputs_reach_the_run_record_lists_included(gateway: Polyaxo
     assert got["checkpoint_best"] == "checkpoint-12" and got["checkpoint_best_step"] == 12
     assert got["resumed_from_checkpoint"] == "checkpoint-12" and got["resumed_from_step"] == 12
     assert got["max_steps"] == 14 and got["global_step"] == 14
+
+
+# A lineage write the sandbox drops (a spurious 405 on the client's background request): the reference never
+# lands. The sink's close reads the lineage back and logs what is missing again, blocking.
+DROPPED = """
+from pathlib import Path
+from trainer.tracking import PolyaxonSink, init_polyaxon_run, polyaxon_outputs_path
+
+class DroppedLineage:
+    def __init__(self, run):
+        self.run = run
+    def __getattr__(self, name):
+        return getattr(self.run, name)
+    def log_artifact_ref(self, **kwargs):
+        pass  # the background write that never landed
+
+outputs = polyaxon_outputs_path()
+outputs.mkdir(parents=True, exist_ok=True)
+results = outputs / "eval_results.json"
+results.write_text('{"eval_loss": 1.0}')
+sink = PolyaxonSink(DroppedLineage(init_polyaxon_run()))
+sink.log_artifact(results, "eval_results", "file")
+sink.close()
+"""
+
+
+def test_a_dropped_lineage_reference_is_logged_again_at_close(gateway: PolyaxonGateway) -> None:
+    run = gateway.submit(plx.python_operation(DROPPED, name="lineage"), name=plx.unique_name("sink-lineage"))
+    done = plx.wait_for_status(gateway, run.uuid, {"succeeded", "failed"}, timeout_s=120)
+    lines = [line.value for line in gateway.tail_logs(run.uuid, lines=60).lines]
+    assert done.status == "succeeded", lines
+    lineage = {a.name: a for a in gateway.lineage(run.uuid)}
+    assert "eval_results" in lineage, sorted(lineage)
+    assert str(lineage["eval_results"].path).endswith("eval_results.json")
+    assert lineage["eval_results"].summary.get("hash"), lineage["eval_results"].summary
+    assert any("logged eval_results again" in line for line in lines), lines
