@@ -7,16 +7,18 @@ import secrets
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
-from slack_bolt import App
+from slack_bolt import App, BoltContext
 from slack_sdk.errors import SlackApiError
 from sqlalchemy.engine import Engine
 
+from bot.deliveries import DeliveryLedger, delivery_kind
 from bot.digest import DigestRuntime
-from bot.lease import LeaseGuard
+from bot.frontdoor import ADMITTED
+from bot.lease import LeaseGuard, holder_id
 from bot.metrics import BotMetrics
 from bot.scheduler import build_scheduler, stop_scheduler
 from bot.services import Services
@@ -24,6 +26,7 @@ from bot.settings import Settings
 from bot.slack.client import SlackReplyError, build_web_client, post_to_response_url
 from bot.watch import Watcher
 from handlers import actions, commands, reactions
+from handlers import deliveries as delivery_jobs
 from handlers import watcher as watcher_jobs
 from storage.db import SessionFactory, make_engine
 
@@ -33,15 +36,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("finetune_bot.slack")
 
 
-def delivery_kind(body: dict[str, Any]) -> str:
-    """command, event, action or other, from a parsed Bolt request body."""
-    if "command" in body:
-        return "command"
-    if body.get("type") == "event_callback":
-        return "event"
-    if body.get("type") in ("block_actions", "view_submission", "view_closed", "shortcut", "message_action"):
-        return "action"
-    return "other"
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 def build_app(settings: Settings, services: Services) -> App:
@@ -67,13 +63,20 @@ def build_app(settings: Settings, services: Services) -> App:
         logger=logging.getLogger("finetune_bot.bolt"),
     )
 
-    def handle_error(error: Exception, body: dict[str, Any]) -> None:
-        """The one error handler (Bolt's and the deferred work's): log, count, tell the user a reference."""
+    def handle_error(error: Exception, body: dict[str, Any], context: BoltContext | None = None) -> None:
+        """The one error handler (Bolt's and the deferred work's): log, count, tell the user a reference.
+
+        The reference goes to the body's response_url only when the body is Slack's: Bolt passes the
+        `context`, marked by the front door on every delivery it admitted; the deferred work passes none,
+        and runs only for a delivery a listener took. Anything else (a request that failed inside Bolt
+        before or during its own signature check) is logged and counted, and nothing in it is used.
+        """
         ref = uuid.uuid4().hex[:8]
         kind = delivery_kind(body)
         services.metrics.listener_errors.labels(kind=kind).inc()
         logger.error("listener failed (ref %s, kind=%s): %s", ref, kind, type(error).__name__, exc_info=error)
-        response_url = body.get("response_url")
+        trusted = context is None or context.get(ADMITTED) is True
+        response_url = body.get("response_url") if trusted else None
         if response_url and not isinstance(error, SlackReplyError):
             message = {
                 "response_type": "ephemeral",
@@ -121,6 +124,9 @@ class Runtime:
             # A clean stop hands the watcher over at once instead of after the lease's ttl.
             self.lease.release()
         self.services.work.shutdown()
+        if self.services.ledger is not None:
+            # Every acked delivery of this process is finished now: its lease may go at once.
+            self.services.ledger.release()
         self.engine.dispose()
 
 
@@ -149,8 +155,17 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
             timeout_s=settings.polyaxon.timeout_s,
         )
     catalog = Catalog.load(settings.finetune.catalog_dir)
-    services = Services(sessions=sessions, catalog=catalog, gateway=gateway, metrics=metrics)
+    holder = holder_id()
+    ledger = DeliveryLedger(
+        sessions=sessions,
+        clock=_utcnow,
+        holder=holder,
+        ttl=timedelta(seconds=settings.finetune.watch_lease_ttl),
+    )
+    services = Services(sessions=sessions, catalog=catalog, gateway=gateway, metrics=metrics, ledger=ledger)
     scheduler = build_scheduler(settings, engine)
+    # Every replica renews its own lease and takes over the deliveries a dead one acked and never finished.
+    delivery_jobs.register(scheduler, services, interval_s=settings.finetune.watch_interval_s)
     services.digests = DigestRuntime(
         settings=settings, sessions=sessions, client=client, scheduler=scheduler, clock=services.clock
     )
@@ -166,6 +181,7 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
         # Several replicas share one database: the watcher runs on whichever holds this lease.
         lease = LeaseGuard(
             sessions=sessions,
+            holder=holder,
             name="watcher",
             ttl=timedelta(seconds=settings.finetune.watch_lease_ttl),
             clock=services.clock,

@@ -62,6 +62,12 @@ class BotMetrics:
             ["kind"],
             registry=self.registry,
         )
+        self.refused = Counter(
+            "finetune_bot_requests_refused",
+            "Slack requests refused at the front door (too large, wrong content type, unsigned, malformed)",
+            ["reason"],
+            registry=self.registry,
+        )
         self._children: dict[str, tuple[Any, Any]] = {}
 
     def observe_ack(self, kind: str, status: int, seconds: float) -> None:

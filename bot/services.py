@@ -7,9 +7,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from bot.deliveries import DeliveryLedger
+from bot.lease import holder_id
 from bot.metrics import BotMetrics
 from storage.db import SessionFactory
 
@@ -25,6 +27,8 @@ MAX_YIELD_S = 0.25
 SETTLE_S = 0.02
 # Work after an ack mostly waits on Slack, Polyaxon or the database: threads, not cores.
 WORK_THREADS = 32
+# How long a process's deliveries stay its own after its last heartbeat (a killed process's pass on after this).
+DELIVERY_LEASE_S = 30.0
 
 
 def _utcnow() -> datetime:
@@ -96,6 +100,8 @@ class DeferredWork:
     def __init__(self, gate: AckGate, threads: int = WORK_THREADS, on_error: ErrorReporter | None = None) -> None:
         self.gate = gate
         self.on_error: ErrorReporter | None = on_error
+        # Called with the delivery's body once its work is over, answered or failed (the ledger marks it done).
+        self.on_done: Callable[[dict[str, Any]], None] | None = None
         # Threads start lazily, on the first submit: constructing this has no side effects.
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="slack-work")
         self._lock = threading.Lock()
@@ -136,6 +142,9 @@ class DeferredWork:
             if self.on_error is None:
                 raise
             self.on_error(exc, body)
+        finally:
+            if self.on_done is not None:
+                self.on_done(body)
 
     def shutdown(self, wait: bool = True) -> None:
         """Finish queued work (when `wait`) and stop the threads."""
@@ -157,7 +166,14 @@ class Services:
     metrics: BotMetrics = field(default_factory=BotMetrics)
     clock: Callable[[], datetime] = _utcnow
     acks: AckGate = field(default_factory=AckGate)
+    # Deliveries recorded before their ack and finished after their work (built with defaults if not given).
+    ledger: DeliveryLedger | None = None
     work: DeferredWork = field(init=False)
 
     def __post_init__(self) -> None:
         self.work = DeferredWork(self.acks)
+        if self.ledger is None:
+            self.ledger = DeliveryLedger(
+                sessions=self.sessions, clock=self.clock, holder=holder_id(), ttl=timedelta(seconds=DELIVERY_LEASE_S)
+            )
+        self.work.on_done = self.ledger.finish

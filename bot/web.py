@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import io
 import json
 import logging
 import signal
@@ -11,19 +10,20 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
-from slack_bolt.adapter.socket_mode.internals import run_bolt_app, send_response
-from slack_bolt.adapter.wsgi import SlackRequestHandler
+from slack_bolt.adapter.socket_mode.internals import send_response
 from slack_sdk.socket_mode.builtin import SocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
 from sqlalchemy import text
 from waitress import wasyncore
 from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
 from bot.app import build_app
+from bot.frontdoor import MAX_BODY_BYTES, FrontDoor
 from bot.services import Services
 from bot.settings import Settings
 
@@ -36,32 +36,23 @@ EVENTS_PATH = "/slack/events"
 # Request threads only wait for an ack (the work runs in Bolt's listener pool), so they are cheap;
 # enough of them that a burst of deliveries is never queued behind a small pool.
 HTTP_THREADS = 32
-_SOCKET_KINDS = {"slash_commands": "command", "events_api": "event", "interactive": "action"}
-
-
-def sniff_kind(body: bytes, content_type: str) -> str:
-    """command, event, action or other, from the raw body of a Slack POST (before Bolt parses it)."""
-    if content_type.startswith("application/json"):
-        return "event"
-    if body.startswith(b"payload=") or b"&payload=" in body:
-        return "action"
-    if b"command=" in body:
-        return "command"
-    return "other"
+# waitress buffers a whole body before the app sees it: past this it refuses (413) without buffering. The front
+# door's own limit (MAX_BODY_BYTES, logged and counted) is lower, so waitress's is only the backstop.
+SERVER_BODY_CEILING = 8 * MAX_BODY_BYTES
 
 
 class BotWsgiApp:
-    """Routes `POST /slack/events` to Bolt's WSGI adapter (which verifies signatures), `/healthz`, `/metrics`."""
+    """Routes `POST /slack/events` through the front door to Bolt, and serves `/healthz`, `/metrics`."""
 
-    def __init__(self, app: App | None, services: Services) -> None:
-        self.bolt = SlackRequestHandler(app, path=EVENTS_PATH) if app is not None else None
+    def __init__(self, app: App | None, services: Services, signing_secret: str | None = None) -> None:
+        self.door = FrontDoor(app, services, signing_secret=signing_secret) if app is not None else None
         self.services = services
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         """The WSGI entry point."""
         path = environ.get("PATH_INFO", "")
         method = environ.get("REQUEST_METHOD", "GET")
-        if path == EVENTS_PATH and self.bolt is not None:
+        if path == EVENTS_PATH and self.door is not None:
             if method != "POST":
                 return _plain(start_response, "405 Method Not Allowed", b"POST only\n")
             return self._slack(environ, start_response)
@@ -74,30 +65,21 @@ class BotWsgiApp:
         return _plain(start_response, "404 Not Found", b"not found\n")
 
     def _slack(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        assert self.bolt is not None
+        assert self.door is not None
         started = time.perf_counter()
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-        raw = environ["wsgi.input"].read(length) if length else b""
-        # Bolt reads the body itself: hand it a fresh stream over the bytes read here.
-        environ["wsgi.input"] = io.BytesIO(raw)
-        kind = sniff_kind(raw, environ.get("CONTENT_TYPE", ""))
-        status_holder: list[int] = []
-
-        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], object]:
-            status_holder.append(int(status.split(" ", 1)[0]))
-            return start_response(status, headers, exc_info)
-
         self.services.acks.enter()
         try:
-            result = list(self.bolt(environ, capture))
+            answer = self.door.answer_http(environ)
         finally:
             self.services.acks.leave()
-        status = status_holder[0] if status_holder else 500
         elapsed = time.perf_counter() - started
-        self.services.metrics.observe_ack(kind, status, elapsed)
-        # Kind, status and timing only: bodies carry response_urls and user text.
-        logger.info("slack %s answered %d in %.1f ms", kind, status, elapsed * 1e3)
-        return result
+        self.services.metrics.observe_ack(answer.kind, answer.status, elapsed)
+        # One line a request: kind, status, timing and, when refused, why; never the body or a header's value.
+        log = logger.warning if answer.refused is not None else logger.info
+        log("slack %s answered %d in %.1f ms%s", answer.kind, answer.status, elapsed * 1e3, answer.log_suffix())
+        status, headers, body = answer.wsgi()
+        start_response(status, headers)
+        return body
 
     def _healthz(self, start_response: StartResponse) -> Iterable[bytes]:
         try:
@@ -133,6 +115,7 @@ class HttpServer:
             backlog=1024,
             channel_timeout=60,
             clear_untrusted_proxy_headers=True,
+            max_request_body_size=SERVER_BODY_CEILING,
         )
         if isinstance(server, MultiSocketServer):
             raise ValueError(f"expected one listening socket for {host}:{port}")
@@ -170,25 +153,36 @@ class HttpServer:
 
 
 class MeteredSocketModeHandler(SocketModeHandler):
-    """Bolt's Socket Mode handler (builtin client), timing each envelope from receipt to ack."""
+    """Bolt's Socket Mode handler (builtin client) behind the front door, timing each envelope from receipt to ack."""
 
     def __init__(self, app: App, app_token: str, services: Services) -> None:
         super().__init__(app, app_token=app_token, concurrency=HTTP_THREADS)
         self.services = services
+        self.door = FrontDoor(app, services, signing_secret=None)
 
     def handle(self, client: SocketModeClient, req: SocketModeRequest) -> None:  # type: ignore[override]
-        """Dispatch to Bolt, send the ack over the socket, record the latency."""
+        """Screen and dispatch to Bolt, send the ack over the socket, record the latency."""
         started = time.perf_counter()
         self.services.acks.enter()
         try:
-            bolt_resp = run_bolt_app(self.app, req)
-            send_response(client, req, bolt_resp, started)
+            answer = self.door.answer_socket(req.type, req.payload)
+            if answer.bolt is not None:
+                send_response(client, req, answer.bolt, started)
+            else:
+                # Acked all the same: Slack would resend a malformed envelope it got no ack for, again and again.
+                client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
         finally:
             self.services.acks.leave()
-        kind = _SOCKET_KINDS.get(req.type, "other")
         elapsed = time.perf_counter() - started
-        self.services.metrics.observe_ack(kind, bolt_resp.status, elapsed)
-        logger.info("slack %s (socket mode) answered %d in %.1f ms", kind, bolt_resp.status, elapsed * 1e3)
+        self.services.metrics.observe_ack(answer.kind, answer.status, elapsed)
+        log = logger.warning if answer.refused is not None else logger.info
+        log(
+            "slack %s (socket mode) answered %d in %.1f ms%s",
+            answer.kind,
+            answer.status,
+            elapsed * 1e3,
+            answer.log_suffix(),
+        )
 
 
 def freeze_startup_heap() -> None:
@@ -205,7 +199,8 @@ def build_http_server(
     settings: Settings, services: Services, host: str, port: int, app: App | None = None
 ) -> HttpServer:
     """The HTTP server of `serve` (pass `app=None` for only /healthz and /metrics, as in Socket Mode)."""
-    return HttpServer(BotWsgiApp(app, services), host, port)
+    secret = settings.slack.signing_secret.get_secret_value() if settings.slack.signing_secret is not None else None
+    return HttpServer(BotWsgiApp(app, services, signing_secret=secret), host, port)
 
 
 def run_serve(settings: Settings, services: Services, host: str, port: int, app: App | None = None) -> None:

@@ -11,11 +11,11 @@ from typing import Any
 
 from slack_bolt import Ack, App
 
+from bot.deliveries import action_key
 from bot.services import Services
 from bot.slack.blocks import COMMAND_ACTION_ID
 from bot.slack.client import post_to_response_url
 from handlers.commands import compose_reply
-from handlers.deliveries import action_key, first_delivery
 
 logger = logging.getLogger("finetune_bot.actions")
 
@@ -33,9 +33,7 @@ def register(app: App, services: Services) -> None:
 
 
 def handle_button_delivery(services: Services, body: dict[str, Any]) -> None:
-    """After the ack: skip a duplicate click, run the button's command, reply via the response_url."""
-    if not first_delivery(services, key=action_key(body), kind="action"):
-        return
+    """After the ack (the front door admitted it once): run the button's command, reply via the response_url."""
     action = (body.get("actions") or [{}])[0]
     user_id = str((body.get("user") or {}).get("id"))
     channel_id = str((body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id"))

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt import Ack, App
 
+from bot.deliveries import command_key
 from bot.explain import render_command_error, render_help, render_plan, render_presets, render_recipes
 from bot.grammar import (
     SUBCOMMANDS,
@@ -28,7 +29,6 @@ from bot.grammar import (
 )
 from bot.services import Services
 from bot.slack.client import post_to_response_url
-from handlers.deliveries import command_key, first_delivery
 from storage.repos import add_audit
 
 if TYPE_CHECKING:
@@ -51,9 +51,7 @@ def register(app: App, services: Services) -> None:
 
 
 def handle_command_delivery(services: Services, body: dict[str, Any]) -> None:
-    """After the ack: skip a duplicate, carry the command out, reply via its response_url."""
-    if not first_delivery(services, key=command_key(body), kind="command"):
-        return
+    """After the ack (the front door admitted it once): carry the command out, reply via its response_url."""
     logger.info("command %s", describe_command(body))
     reply = compose_reply(
         services,

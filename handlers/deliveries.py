@@ -1,42 +1,63 @@
-"""Delivery keys and the exactly-once gate: a retried or duplicate delivery is acknowledged and does nothing."""
+"""The deliveries job: each process renews its lease, and carries out deliveries a dead process acked.
+
+Every replica schedules it; a delivery is taken over by one conditional UPDATE, so exactly one replica
+carries each orphan out, through the same deferred work a fresh delivery goes through.
+"""
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable
 from typing import Any
 
+from apscheduler.schedulers.base import BaseScheduler
+
+from bot.scheduler import VOLATILE
 from bot.services import Services
-from storage.repos import record_delivery
+from handlers.actions import handle_button_delivery
+from handlers.commands import handle_command_delivery
+from handlers.reactions import handle_reaction_delivery
+
+log = logging.getLogger(__name__)
+
+WORK: dict[str, Callable[[Services, dict[str, Any]], None]] = {
+    "command": handle_command_delivery,
+    "action": handle_button_delivery,
+    "event": handle_reaction_delivery,
+}
 
 
-def command_key(body: Mapping[str, Any]) -> str:
-    """Slash command: sha256 of team, user, channel, text and trigger_id (Slack sends no delivery id)."""
-    parts = [str(body.get(k) or "") for k in ("team_id", "user_id", "channel_id", "text", "trigger_id")]
-    return "command:" + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+def redo(services: Services, kind: str, body: dict[str, Any]) -> None:
+    """Carry a recorded delivery out again, as if it had just been acked."""
+    work = WORK.get(kind)
+    if work is None:
+        log.error("deliveries: no work for a %s delivery; marked done", kind)
+        assert services.ledger is not None
+        services.ledger.finish(body)
+        return
+    services.work.submit(body, lambda: work(services, body))
 
 
-def event_key(body: Mapping[str, Any]) -> str:
-    """Events API: the envelope's event_id (the same on every retry)."""
-    return "event:" + str(body["event_id"])
+def tick(services: Services) -> int:
+    """Renew this process's lease, then take over what dead processes left; how many were taken over."""
+    ledger = services.ledger
+    assert ledger is not None
+    ledger.heartbeat()
+    return ledger.recover(lambda kind, body: redo(services, kind, body))
 
 
-def action_key(body: Mapping[str, Any]) -> str:
-    """Interactivity: the payload's trigger_id, or the first action's action_ts when there is none."""
-    trigger = body.get("trigger_id")
-    if trigger:
-        return "action:" + str(trigger)
-    actions = body.get("actions") or [{}]
-    return (
-        "action:"
-        + hashlib.sha256(f"{body.get('user', {}).get('id')}\x1f{actions[0].get('action_ts')}".encode()).hexdigest()
+def register(scheduler: BaseScheduler, services: Services, *, interval_s: float) -> None:
+    """Add the deliveries job to the volatile store (rebuilt at every start)."""
+    scheduler.add_job(
+        tick,
+        "interval",
+        args=[services],
+        seconds=interval_s,
+        id="deliveries",
+        name="deliveries",
+        jobstore=VOLATILE,
+        replace_existing=True,
+        coalesce=True,
+        max_instances=1,
+        misfire_grace_time=max(1, int(interval_s * 3)),
     )
-
-
-def first_delivery(services: Services, *, key: str, kind: str) -> bool:
-    """Record the delivery; True the first time, False (and counted) for a retry or duplicate."""
-    with services.sessions() as session:
-        new = record_delivery(session, key=key, kind=kind)
-    if not new:
-        services.metrics.duplicates.labels(kind=kind).inc()
-    return new

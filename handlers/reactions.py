@@ -13,7 +13,6 @@ from typing import Any
 from slack_bolt import App
 
 from bot.services import Services
-from handlers.deliveries import event_key, first_delivery
 
 logger = logging.getLogger("finetune_bot.events")
 
@@ -30,9 +29,7 @@ def _listener(services: Services, event_type: str) -> Callable[..., None]:
 
 
 def handle_reaction_delivery(services: Services, body: dict[str, Any]) -> None:
-    """After the ack: the delivery row makes a retried event a no-op."""
-    if not first_delivery(services, key=event_key(body), kind="event"):
-        return
+    """After the ack (the front door admitted it once, so a retried event never gets here)."""
     event = body.get("event") or {}
     logger.info("event %s event_id=%s user=%s", event.get("type"), body.get("event_id"), event.get("user"))
     if services.registry is None or event.get("type") not in SUBSCRIBED_EVENTS:

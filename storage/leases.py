@@ -56,3 +56,12 @@ def lease_holder(session: Session, *, name: str, now: datetime) -> str | None:
     if lease is None or lease.expires_at < now:
         return None
     return lease.holder
+
+
+def live_holders(session: Session, *, prefix: str, now: datetime) -> set[str]:
+    """Holders of the unexpired leases whose names start with `prefix` (e.g. every live process)."""
+    table = Lease.__table__  # type: ignore[attr-defined]
+    rows = session.execute(
+        sa.select(table.c.holder).where(table.c.name.startswith(prefix), table.c.expires_at >= now)
+    ).all()
+    return {str(row[0]) for row in rows}

@@ -126,7 +126,8 @@ class PostedMessage(SQLModel, table=True):
 
 
 class Delivery(SQLModel, table=True):
-    """A Slack delivery seen once; the unique key makes a retried delivery a no-op."""
+    """A Slack delivery, recorded before it is acked: the unique key makes a retry a no-op, and a delivery
+    whose work a dead process never finished (`received`) is carried out by another, once."""
 
     __tablename__ = "deliveries"
 
@@ -134,6 +135,19 @@ class Delivery(SQLModel, table=True):
     key: str = Field(max_length=128, unique=True)
     kind: str = Field(max_length=32, description="event, command, action")
     received_at: datetime = _created()
+    state: str = Field(
+        default="received",
+        max_length=16,
+        index=True,
+        sa_column_kwargs={"server_default": "done"},
+        description="received (work not finished) or done",
+    )
+    payload: dict[str, Any] | None = Field(
+        default=None, sa_column=sa.Column(sa.JSON(), nullable=True), description="The delivery, secrets stripped"
+    )
+    holder: str | None = Field(default=None, max_length=128, description="The process carrying it out")
+    attempts: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    finished_at: datetime | None = _ts()
 
 
 class ApprovalRequest(SQLModel, table=True):

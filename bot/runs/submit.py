@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from bot.grammar import RunCommand
@@ -17,6 +18,10 @@ from storage.models import Run
 
 if TYPE_CHECKING:
     from bot.catalog import Plan
+
+
+# A submission this old that never reached Polyaxon belongs to a process that died in the middle of it.
+STALE_SUBMISSION = timedelta(minutes=1)
 
 
 def run_name_for(recipe: str, key: str) -> str:
@@ -62,6 +67,8 @@ class Submitter:
                 requester=user,
                 channel=channel,
                 status="submitting",
+                # Kept until Polyaxon has it: a process that dies before submitting leaves it for the next tick.
+                pending_operation={"operation": plan.operation, "tags": list(plan.tags)},
             )
             repos.add_audit(
                 s, user=user, channel=channel, command=f"run recipe={plan.recipe}", outcome="ok", run_id=run.id
@@ -149,13 +156,24 @@ class Submitter:
         return True
 
     def retry_pending(self) -> int:
-        """Retry submissions that failed because Polyaxon was unreachable; how many went through."""
+        """Retry submissions that failed because Polyaxon was unreachable, or that a process died in the middle of;
+        how many went through."""
+        stale = self.deps.clock() - STALE_SUBMISSION
         with self.deps.sessions() as s:
-            pending = [r for r in repos.list_active_runs(s) if r.status == "pending_submit"]
+            pending = [
+                r
+                for r in repos.list_active_runs(s)
+                if r.status == "pending_submit"
+                or (r.status == "submitting" and r.polyaxon_uuid is None and r.updated_at < stale)
+            ]
         done = 0
         for run in pending:
             op = run.pending_operation
-            if op is not None and self.submit_to_polyaxon(run, op["operation"], op.get("tags", [])):
+            if op is None:
+                continue
+            if run.card_ts is None:  # died before its card was posted
+                self.thread.post_card(run)
+            if self.submit_to_polyaxon(run, op["operation"], op.get("tags", [])):
                 done += 1
         return done
 

@@ -20,7 +20,14 @@ from storage.repos.approvals import (
 )
 from storage.repos.audit import add_audit, list_audit, list_audit_for_run
 from storage.repos.common import DuplicateError, dialect_insert
-from storage.repos.deliveries import record_delivery
+from storage.repos.deliveries import (
+    admit_delivery,
+    claim_delivery,
+    finish_delivery,
+    forget_delivery,
+    record_delivery,
+    unfinished_deliveries,
+)
 from storage.repos.digests import (
     claim_digest_slot,
     complete_digest_post,
@@ -64,7 +71,9 @@ __all__ = [
     "active_approvals",
     "add_approval",
     "add_audit",
+    "admit_delivery",
     "claim_approval_request",
+    "claim_delivery",
     "claim_digest_slot",
     "complete_digest_post",
     "create_approval_request",
@@ -76,6 +85,8 @@ __all__ = [
     "digest_runs",
     "find_posted_message",
     "find_runs",
+    "finish_delivery",
+    "forget_delivery",
     "get_approval_request",
     "get_approval_request_by_message",
     "get_posted_message",
@@ -103,6 +114,7 @@ __all__ = [
     "registration_work",
     "release_digest_slot",
     "revoke_approval",
+    "unfinished_deliveries",
     "unposted_status_events",
     "update_approval_request",
     "update_run",

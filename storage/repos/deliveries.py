@@ -1,8 +1,13 @@
-"""Deliveries: every Slack delivery's key, so that a second delivery is a no-op."""
+"""Deliveries: every Slack delivery's key (a second delivery is a no-op), its payload and whether its work is done."""
 
 from __future__ import annotations
 
-from sqlmodel import Session
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
 
 from storage.models import Delivery, utcnow
 from storage.repos.common import dialect_insert
@@ -21,3 +26,65 @@ def record_delivery(session: Session, *, key: str, kind: str) -> bool:
     inserted = session.execute(stmt.returning(table.c.id)).scalar_one_or_none()
     session.commit()
     return inserted is not None
+
+
+def admit_delivery(
+    session: Session, *, key: str, kind: str, payload: dict[str, Any], holder: str, now: datetime
+) -> bool:
+    """Record a delivery before it is acked, as `received` by `holder`; True when it is new (race-free)."""
+    table = Delivery.__table__  # type: ignore[attr-defined]
+    values = {
+        "key": key,
+        "kind": kind,
+        "received_at": now,
+        "state": "received",
+        "payload": payload,
+        "holder": holder,
+        "attempts": 1,
+    }
+    stmt = dialect_insert(session, table).values(**values).on_conflict_do_nothing(index_elements=["key"])
+    inserted = session.execute(stmt.returning(table.c.id)).scalar_one_or_none()
+    session.commit()
+    return inserted is not None
+
+
+def finish_delivery(session: Session, *, key: str, now: datetime) -> None:
+    """The delivery's work is done (answered, or failed and reported): nobody carries it out again."""
+    table = Delivery.__table__  # type: ignore[attr-defined]
+    session.execute(
+        sa.update(table)
+        .where(table.c.key == key, table.c.state == "received")
+        .values(state="done", finished_at=now, payload=None)
+    )
+    session.commit()
+
+
+def unfinished_deliveries(session: Session, *, received_before: datetime, limit: int = 100) -> Sequence[Delivery]:
+    """Deliveries acked before `received_before` whose work is not done, oldest first."""
+    return session.exec(
+        select(Delivery)
+        .where(Delivery.state == "received", col(Delivery.received_at) < received_before)
+        .order_by(col(Delivery.id))
+        .limit(limit)
+    ).all()
+
+
+def claim_delivery(session: Session, *, key: str, from_holder: str | None, to_holder: str) -> bool:
+    """Take over a delivery whose holder died, in one conditional UPDATE: exactly one claimant wins."""
+    table = Delivery.__table__  # type: ignore[attr-defined]
+    held_by = table.c.holder.is_(None) if from_holder is None else table.c.holder == from_holder
+    claimed = session.execute(
+        sa.update(table)
+        .where(table.c.key == key, table.c.state == "received", held_by)
+        .values(holder=to_holder, attempts=table.c.attempts + 1)
+        .returning(table.c.id)
+    ).scalar_one_or_none()
+    session.commit()
+    return claimed is not None
+
+
+def forget_delivery(session: Session, *, key: str) -> None:
+    """Delete a delivery that carried no work (no listener took it), so that it is no delivery of the bot's."""
+    table = Delivery.__table__  # type: ignore[attr-defined]
+    session.execute(sa.delete(table).where(table.c.key == key, table.c.state == "received"))
+    session.commit()

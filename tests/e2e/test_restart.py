@@ -1,6 +1,7 @@
-"""Kill -9 the bot mid-run and start it again: the watcher picks the run up from the database.
+"""Kill -9 the bot mid-run, or right after it acked a command, and start it again: nothing is lost.
 
-No transition is told twice and none is missed; the card is still the one card of the run.
+Mid-run, the watcher picks the run up from the database: no transition is told twice and none is missed; the
+card is still the one card of the run. Right after an ack, the next process carries the acked command out, once.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlmodel import select
 
 from bot.local.polyaxon import LocalPolyaxonStack
 from bot.local.slack import SlackSender, SlackStandIn
 from storage import repos
 from storage.db import SessionFactory, make_engine
 from storage.migrate import upgrade
-from storage.models import Run
+from storage.models import Delivery, Run
 from tests.e2e.conftest import ALICE, CHANNEL, REPO, SIGNING_SECRET, serve_env
 from tests.fixtures.slack import wait_for
 
@@ -124,6 +126,41 @@ def test_kill_9_mid_run_then_restart_loses_and_repeats_nothing(
             lambda: (r := newest_run(sessions)) is not None and r.status == "succeeded" and r, timeout=240, interval=0.5
         )
         assert_told_once(standin, sessions, final)
+    finally:
+        bot.stop()
+        engine.dispose()
+
+
+def test_kill_9_right_after_the_ack_then_restart_carries_the_command_out_once(
+    polyaxon_stack: LocalPolyaxonStack, tiny_model: Path, standin: SlackStandIn, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'bot.db'}"
+    engine = make_engine(url)
+    upgrade(engine)
+    sessions = SessionFactory(engine)
+    env = serve_env(standin, polyaxon_stack.host, url, project=f"ack-{uuid.uuid4().hex[:8]}")
+    bot = ServeProcess(env, tmp_path / "serve.log")
+    try:
+        sender = SlackSender(bot.start(), SIGNING_SECRET, standin=standin)
+        sent = sender.slash_command("run recipe=sft-tiny max_steps=10", user_id=ALICE, channel_id=CHANNEL)
+        assert sent.status == 200  # acked: Slack will not send it again
+        bot.kill9()  # before the work after the ack (planning takes far longer than this)
+        with sessions() as s:
+            [delivery] = [d for d in s.exec(select(Delivery)).all() if d.kind == "command"]
+        assert delivery.state == "received" and delivery.payload is not None
+        assert "token" not in delivery.payload  # stored without Slack's verification token
+
+        bot.start()  # a new process: it takes the dead one's delivery over once that one's lease expires
+        final = wait_for(
+            lambda: (r := newest_run(sessions)) is not None and r.status == "succeeded" and r, timeout=240, interval=0.5
+        )
+        assert_told_once(standin, sessions, final)
+        replies = [p for p in standin.response_url_posts(CHANNEL) if "Planned sft-tiny" in str(p["payload"])]
+        assert len(replies) == 1, standin.response_url_posts(CHANNEL)
+        with sessions() as s:
+            again = s.exec(select(Delivery).where(Delivery.key == delivery.key)).one()
+        assert again.state == "done" and again.attempts == 2
+        assert "acked by a process that died" in (tmp_path / "serve.log").read_text()
     finally:
         bot.stop()
         engine.dispose()

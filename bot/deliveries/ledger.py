@@ -1,0 +1,131 @@
+"""The ledger of deliveries: admitted before the ack, finished after the work, recovered when a process died.
+
+Each process keeps a lease `process:<holder>` alive (renewed by its heartbeat job); a delivery still
+`received` whose holder has no live lease was acked by a process that died before finishing it. Any live
+replica may take it over with one conditional UPDATE, so exactly one carries it out again. Carrying a
+delivery out twice is harmless: a run is named after its delivery (Polyaxon gets it once), approvals and
+digests schedules are keyed, and replies say what is already there.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from bot.deliveries.keys import key_of
+from storage import repos
+from storage.db import SessionFactory
+from storage.leases import hold_lease, live_holders, release_lease
+from storage.models import Delivery
+
+log = logging.getLogger(__name__)
+
+PROCESS_LEASE = "process:"
+SECRET_FIELDS = frozenset({"token"})  # Slack's (legacy) verification token, in every delivery body
+# A delivery this young may still be on its way through a live process's pool, whatever the leases say.
+RECOVERY_GRACE = timedelta(seconds=5)
+# After this many attempts a delivery is given up (and said so in the log): its work keeps failing.
+MAX_ATTEMPTS = 3
+
+
+def strip_secrets(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The delivery as it may be stored: Slack's verification tokens removed, at any depth."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: strip(v) for k, v in value.items() if k not in SECRET_FIELDS}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return dict(strip(body))
+
+
+class DeliveryLedger:
+    """Admits deliveries before their ack, finishes them after their work, and takes over dead processes' ones."""
+
+    def __init__(self, *, sessions: SessionFactory, clock: Callable[[], datetime], holder: str, ttl: timedelta) -> None:
+        self.sessions = sessions
+        self.clock = clock
+        self.holder = holder
+        self.ttl = ttl
+
+    def admit(self, body: Mapping[str, Any]) -> bool:
+        """Record the delivery (before it is acked); False when it was seen before (a retry: ack, do nothing)."""
+        found = key_of(body)
+        if found is None:
+            return True  # url_verification and other deliveries that carry no work
+        kind, key = found
+        with self.sessions() as s:
+            return repos.admit_delivery(
+                s, key=key, kind=kind, payload=strip_secrets(body), holder=self.holder, now=self.clock()
+            )
+
+    def finish(self, body: Mapping[str, Any]) -> None:
+        """The delivery's work is done: answered, or failed and reported."""
+        found = key_of(body)
+        if found is not None:
+            with self.sessions() as s:
+                repos.finish_delivery(s, key=found[1], now=self.clock())
+
+    def forget(self, body: Mapping[str, Any]) -> None:
+        """Drop a delivery no listener took (Bolt answered it 404): it carries no work, now or later."""
+        found = key_of(body)
+        if found is not None:
+            with self.sessions() as s:
+                repos.forget_delivery(s, key=found[1])
+
+    def heartbeat(self) -> bool:
+        """Renew this process's lease: its unfinished deliveries are its own while it lives."""
+        try:
+            with self.sessions() as s:
+                return hold_lease(
+                    s, name=PROCESS_LEASE + self.holder, holder=self.holder, ttl=self.ttl, now=self.clock()
+                )
+        except SQLAlchemyError as exc:
+            log.warning("deliveries: can't renew this process's lease (database unreachable): %s", exc)
+            return False
+
+    def release(self) -> None:
+        """A clean stop: this process's lease goes at once (its deliveries are finished by then, or taken over)."""
+        try:
+            with self.sessions() as s:
+                release_lease(s, name=PROCESS_LEASE + self.holder, holder=self.holder)
+        except SQLAlchemyError as exc:
+            log.warning("deliveries: could not release this process's lease (it expires on its own): %s", exc)
+
+    def orphans(self) -> list[Delivery]:
+        """Unfinished deliveries whose process is gone (no live lease), oldest first."""
+        now = self.clock()
+        with self.sessions() as s:
+            alive = live_holders(s, prefix=PROCESS_LEASE, now=now)
+            pending = repos.unfinished_deliveries(s, received_before=now - RECOVERY_GRACE)
+        return [d for d in pending if d.holder != self.holder and d.holder not in alive]
+
+    def take_over(self, delivery: Delivery) -> bool:
+        """Claim an orphan for this process; False when another replica claimed it first (or gave it up)."""
+        with self.sessions() as s:
+            if delivery.attempts >= MAX_ATTEMPTS:
+                log.error(
+                    "deliveries: giving up %s after %d attempts (its work keeps failing)",
+                    delivery.key,
+                    delivery.attempts,
+                )
+                repos.finish_delivery(s, key=delivery.key, now=self.clock())
+                return False
+            return repos.claim_delivery(s, key=delivery.key, from_holder=delivery.holder, to_holder=self.holder)
+
+    def recover(self, redo: Callable[[str, dict[str, Any]], None]) -> int:
+        """Carry out every orphan this process wins, once; how many it carried out."""
+        done = 0
+        for delivery in self.orphans():
+            if delivery.payload is None or not self.take_over(delivery):
+                continue
+            log.warning("deliveries: carrying out %s %s, acked by a process that died", delivery.kind, delivery.key)
+            redo(delivery.kind, dict(delivery.payload))
+            done += 1
+        return done
