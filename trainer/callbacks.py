@@ -17,6 +17,7 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from trainer.checkpoints import CheckpointMeta, checkpoint_step, complete_checkpoints, retention_plan, write_meta
+from trainer.digests import manifest_digest, write_manifest
 from trainer.tracking import TrackingSink
 
 logger = logging.getLogger(__name__)
@@ -69,7 +70,8 @@ class CheckpointMetaCallback(TrainerCallback):
 
     Outputs (to the sink, main process only): at train begin `max_steps`, and when resuming
     `resumed_from_checkpoint` / `resumed_from_step` (the state is loaded by then); after each marker
-    `checkpoint_latest`, `checkpoint_latest_step`, `checkpoints` (the complete ones kept, oldest first)
+    `checkpoint_latest`, `checkpoint_latest_step`, `checkpoints` (the complete ones kept, oldest first),
+    `checkpoint_digests` (name -> the digest of its `finetune_files.json` manifest, see `trainer.digests`)
     and `checkpoint_best` / `checkpoint_best_step` when the eval metric has named one.
     """
 
@@ -100,7 +102,10 @@ class CheckpointMetaCallback(TrainerCallback):
         self.sink.log_outputs(outputs)
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
-        """Mark the checkpoint just written as complete, drop the ones retention lets go, report what is kept."""
+        """Write the checkpoint's manifest, then mark it complete, drop what retention lets go, report what is kept.
+
+        The manifest comes before the marker, so a complete checkpoint always carries its manifest.
+        """
         if args.world_size > 1:
             import torch.distributed as dist
 
@@ -112,6 +117,7 @@ class CheckpointMetaCallback(TrainerCallback):
         checkpoint = output_dir / f"checkpoint-{state.global_step}"
         if not checkpoint.is_dir():
             return
+        write_manifest(checkpoint)
         write_meta(checkpoint, CheckpointMeta(**{**self.meta.to_json(), "global_step": state.global_step}))
         for doomed in retention_plan(output_dir, self.keep, self.best_step(output_dir, state), state.global_step):
             logger.info("retention: deleting %s", doomed.name)
@@ -135,6 +141,8 @@ class CheckpointMetaCallback(TrainerCallback):
             "checkpoint_latest_step": checkpoint_step(kept[-1]),
             "checkpoints": [p.name for p in kept],
         }
+        digests = {p.name: manifest_digest(p) for p in kept}
+        outputs["checkpoint_digests"] = {name: digest for name, digest in digests.items() if digest}
         best = self.best_step(output_dir, state)
         if best is not None and any(checkpoint_step(p) == best for p in kept):
             outputs.update(checkpoint_best=f"checkpoint-{best}", checkpoint_best_step=best)

@@ -3,8 +3,9 @@
 Added to TRL's script: pinned loading (model and data by id + revision or local path, data digest
 checked), project defaults for CPU machines, tracking (Polyaxon inside a run, a JSONL file always),
 checkpoints under the run's outputs with a completeness marker and retention, resume from a complete
-checkpoint in the run's own outputs (never a silent fresh start), an orderly stop on SIGTERM, and the
-fixed evaluation contract.
+checkpoint in the run's own outputs (never a silent fresh start), an orderly stop on SIGTERM, the
+fixed evaluation contract, content digests of every checkpoint and of the final model (`trainer.digests`),
+and the preflight's rank probe when `python -m trainer.preflight` runs it (`trainer.probe`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from trainer.checkpoints import (
     tokenizer_fingerprint,
 )
 from trainer.config import DEFAULT_LOCAL_OUTPUT_DIR
+from trainer.digests import file_sha256
 from trainer.evaluation import (
     V1_EVAL_BATCH_SIZE,
     EvalContract,
@@ -111,6 +113,15 @@ def local_recipe_hash(script_args: Any, training_args: Any, model_args: Any) -> 
         metrics=[],
     )
     return "local-" + _sha(fields).removeprefix("sha256:")[:16]
+
+
+def model_outputs(model_dir: Path) -> dict[str, Any]:
+    """Write the final model folder's manifest; return its outputs `model_digest`, `model_size_bytes`, `model_files`."""
+    from trainer.digests import read_manifest, write_manifest
+
+    digest = write_manifest(model_dir)
+    files = (read_manifest(model_dir) or {}).get("files", [])
+    return {"model_digest": digest, "model_size_bytes": sum(f["size"] for f in files), "model_files": len(files)}
 
 
 def _load_model_and_tokenizer(model_args: Any, training_args: Any) -> tuple[Any, Any]:
@@ -195,6 +206,7 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
     from trl import SFTTrainer, get_peft_config
 
     from trainer.callbacks import CheckpointMetaCallback, StopOnSignalCallback, TrackingCallback
+    from trainer.probe import RankProbeCallback
     from trainer.tracking import (
         JsonlSink,
         MultiSink,
@@ -285,6 +297,8 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
     stopper = StopOnSignalCallback()
     stopper.install()
     checkpoints = CheckpointMetaCallback(expected_meta, sink, keep=keep, keep_best=keep_best, resumed_from=checkpoint)
+    # The preflight's probe runs after the checkpoint callback: it may hold a rank once a checkpoint is marked.
+    probe = RankProbeCallback.from_env(os.environ)
 
     trainer = SFTTrainer(
         model=model,
@@ -293,7 +307,7 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
         eval_dataset=eval_dataset,
         processing_class=tokenizer,
         peft_config=get_peft_config(model_args),
-        callbacks=[TrackingCallback(sink, params), checkpoints, stopper],
+        callbacks=[TrackingCallback(sink, params), checkpoints, *([probe] if probe else []), stopper],
     )
     try:
         train_result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
@@ -313,9 +327,11 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
             if is_main:
                 eval_path = output_dir / "eval_results.json"
                 eval_path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+                sink.log_outputs({"eval_results_digest": "sha256:" + file_sha256(eval_path)})
                 sink.log_artifact(eval_path, "eval_results", "file")
         if is_main:
             tokenizer.save_pretrained(str(model_dir))
+            sink.log_outputs(model_outputs(model_dir))
             sink.log_artifact(model_dir, "model", "model")
             sink.log_results(results)
         return 0

@@ -9,6 +9,7 @@ import pytest
 
 from tests.trainer.runs import start_trainer, tiny_args, train_losses
 from trainer.checkpoints import missing_parts, read_meta
+from trainer.digests import file_entries, folder_digest, manifest_digest
 
 pytestmark = pytest.mark.trainer
 
@@ -26,6 +27,9 @@ def test_two_process_run_trains_and_checkpoints(tiny_model: Path, tmp_path: Path
     checkpoint = out / "checkpoint-6"
     assert missing_parts(checkpoint) == []
     assert sorted(p.name for p in checkpoint.glob("rng_state*.pth")) == ["rng_state_0.pth", "rng_state_1.pth"]
+    # Rank 0 writes the manifest once every rank's files are there: it lists both RNG states.
+    assert manifest_digest(checkpoint) == folder_digest(file_entries(checkpoint))
+    assert {"rng_state_0.pth", "rng_state_1.pth"} <= {e["path"] for e in file_entries(checkpoint)}
     meta = read_meta(checkpoint)
     assert meta is not None and meta.world_size == 2
     state = json.loads((checkpoint / "trainer_state.json").read_text())

@@ -19,7 +19,8 @@ sink = PolyaxonSink(init_polyaxon_run())
 sink.log_outputs({"max_steps": 14, "resumed_from_checkpoint": "checkpoint-12", "resumed_from_step": 12})
 sink.log_outputs({"checkpoint_latest": "checkpoint-14", "checkpoint_latest_step": 14,
                   "checkpoints": ["checkpoint-12", "checkpoint-14"], "checkpoint_best": "checkpoint-12",
-                  "checkpoint_best_step": 12})
+                  "checkpoint_best_step": 12,
+                  "checkpoint_digests": {"checkpoint-12": "sha256:" + "a" * 64, "checkpoint-14": "sha256:" + "b" * 64}})
 sink.log_results({"global_step": 14})
 sink.close()
 """
@@ -36,6 +37,8 @@ def test_checkpoint_outputs_reach_the_run_record_lists_included(gateway: Polyaxo
     assert got["checkpoint_best"] == "checkpoint-12" and got["checkpoint_best_step"] == 12
     assert got["resumed_from_checkpoint"] == "checkpoint-12" and got["resumed_from_step"] == 12
     assert got["max_steps"] == 14 and got["global_step"] == 14
+    # A mapping survives too: the bot reads each kept checkpoint's content digest from it.
+    assert got["checkpoint_digests"] == {"checkpoint-12": "sha256:" + "a" * 64, "checkpoint-14": "sha256:" + "b" * 64}
 
 
 # A lineage write the sandbox drops (a spurious 405 on the client's background request): the reference never
@@ -72,3 +75,30 @@ def test_a_dropped_lineage_reference_is_logged_again_at_close(gateway: PolyaxonG
     assert str(lineage["eval_results"].path).endswith("eval_results.json")
     assert lineage["eval_results"].summary.get("hash"), lineage["eval_results"].summary
     assert any("logged eval_results again" in line for line in lines), lines
+
+
+# What `python -m trainer.preflight` logs on node 0 inside a Polyaxon run, once its report is written.
+PREFLIGHT = """
+from trainer.digests import write_json_atomic
+from trainer.preflight import log_to_polyaxon
+from trainer.tracking import polyaxon_outputs_path
+
+outputs = polyaxon_outputs_path()
+outputs.mkdir(parents=True, exist_ok=True)
+report = {"version": 1, "passed": False, "wall_s": 41.5, "expected_world_size": 4, "lines": []}
+path = outputs / "preflight_report.json"
+write_json_atomic(path, report)
+log_to_polyaxon(report, path)
+"""
+
+
+def test_the_preflight_verdict_and_report_reach_the_run(gateway: PolyaxonGateway) -> None:
+    run = gateway.submit(plx.python_operation(PREFLIGHT, name="preflight"), name=plx.unique_name("preflight"))
+    done = plx.wait_for_status(gateway, run.uuid, {"succeeded", "failed"}, timeout_s=120)
+    lines = [line.value for line in gateway.tail_logs(run.uuid, lines=60).lines]
+    assert done.status == "succeeded", lines
+    got = gateway.get_run(run.uuid, with_conditions=False).outputs
+    assert got["preflight_passed"] is False
+    assert got["preflight_wall_s"] == 41.5 and got["preflight_world_size"] == 4
+    lineage = {a.name: a for a in gateway.lineage(run.uuid)}
+    assert str(lineage["preflight_report"].path).endswith("preflight_report.json"), sorted(lineage)

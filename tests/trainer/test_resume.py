@@ -29,6 +29,9 @@ def last_logged_step(out: Path) -> int:
     return max(train_losses(out / "metrics.jsonl"), default=0)
 
 
+# Slow (~35 s); kept out of the default run: kill, resume and identical losses stay covered by the
+# preflight's checkpoint-recovery line (tests/e2e/test_preflight.py).
+@pytest.mark.slow
 def test_killed_run_resumes_with_identical_losses(tiny_model: Path, tmp_path: Path) -> None:
     first, second, reference = tmp_path / "op1", tmp_path / "op2", tmp_path / "reference"
     log = tmp_path / "op1.log"

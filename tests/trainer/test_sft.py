@@ -11,6 +11,7 @@ import pytest
 
 from tests.trainer.runs import TINY_CHAT, read_jsonl, tiny_args, train_in_process, train_losses
 from trainer.checkpoints import missing_parts, read_meta
+from trainer.digests import MANIFEST_FILE, file_entries, file_sha256, folder_digest, manifest_digest
 from trainer.evaluation import EvalContractError, contract_hash
 from trainer.sft import EXIT_NO_CHECKPOINT
 from trainer.tiny_data import write_tiny_text
@@ -86,6 +87,36 @@ def test_checkpoints_are_complete_and_marked(full_run: Path, tiny_model: Path) -
         meta = read_meta(checkpoint)
         assert meta is not None
         assert meta.global_step == step and meta.model_name_or_path == str(tiny_model)
+
+
+def test_checkpoints_carry_a_manifest_of_their_content(full_run: Path, tmp_path: Path) -> None:
+    for step in (5, 10):
+        checkpoint = full_run / f"checkpoint-{step}"
+        manifest = json.loads((checkpoint / MANIFEST_FILE).read_text())
+        assert manifest["digest"] == folder_digest(file_entries(checkpoint))
+        assert "model.safetensors" in {f["path"] for f in manifest["files"]}
+    copy = tmp_path / "checkpoint-5"
+    shutil.copytree(full_run / "checkpoint-5", copy)
+    weights = copy / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0x01
+    weights.write_bytes(bytes(data))
+    assert folder_digest(file_entries(copy)) != manifest_digest(full_run / "checkpoint-5")
+
+
+def test_checkpoint_model_and_eval_digests_are_outputs(full_run: Path) -> None:
+    outputs: dict[str, Any] = {}
+    for record in records(full_run, "outputs"):
+        outputs.update(record["outputs"])
+    assert outputs["checkpoint_digests"] == {
+        name: manifest_digest(full_run / name) for name in ("checkpoint-5", "checkpoint-10")
+    }
+    model = full_run / "model"
+    entries = file_entries(model)
+    assert outputs["model_digest"] == manifest_digest(model) == folder_digest(entries)
+    assert outputs["model_files"] == len(entries) and "tokenizer.json" in {e["path"] for e in entries}
+    assert outputs["model_size_bytes"] == sum(e["size"] for e in entries)
+    assert outputs["eval_results_digest"] == "sha256:" + file_sha256(full_run / "eval_results.json")
 
 
 def test_final_model_loads_by_path(full_run: Path) -> None:
