@@ -137,6 +137,8 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
     digests, and says of run/status/logs/stop/resume/compare that they need Polyaxon.
     """
     from bot.catalog import Catalog
+    from bot.outputs import OutputsService
+    from bot.preflight import PreflightService
     from bot.registry import RegistrationService
     from bot.runs import RunService
 
@@ -177,6 +179,8 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
             settings=settings, sessions=sessions, catalog=catalog, gateway=gateway, client=client, clock=services.clock
         )
         services.registry = RegistrationService(services.runs)
+        services.outputs = OutputsService(services.runs.deps, services.runs.thread)
+        services.preflights = PreflightService(services.runs.deps, services.runs.thread, services.runs.submitter)
         interval = settings.finetune.watch_interval_s
         # Several replicas share one database: the watcher runs on whichever holds this lease.
         lease = LeaseGuard(
@@ -189,6 +193,7 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
         watcher = Watcher(
             runs=services.runs,
             registry=services.registry,
+            preflights=services.preflights,
             clock=services.clock,
             stuck_after=timedelta(seconds=settings.finetune.stuck_after_s),
             # Progress on the card: every other tick, and never more often than every 5 s per run.

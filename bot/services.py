@@ -18,6 +18,8 @@ from storage.db import SessionFactory
 if TYPE_CHECKING:
     from bot.catalog import Catalog
     from bot.digest import DigestRuntime
+    from bot.outputs import OutputsService
+    from bot.preflight import PreflightService
     from bot.registry import RegistrationService
     from bot.runs import RunService
 
@@ -161,8 +163,10 @@ class Services:
     # Run lifecycle and digests need Polyaxon / a scheduler; a bot built without them answers that they are off.
     runs: RunService | None = None
     digests: DigestRuntime | None = None
-    # Approval-gated registration needs Polyaxon too (built with `runs`).
+    # Approval-gated registration needs Polyaxon too (built with `runs`), as do output read-back and preflights.
     registry: RegistrationService | None = None
+    outputs: OutputsService | None = None
+    preflights: PreflightService | None = None
     metrics: BotMetrics = field(default_factory=BotMetrics)
     clock: Callable[[], datetime] = _utcnow
     acks: AckGate = field(default_factory=AckGate)

@@ -17,6 +17,8 @@ from bot.grammar import (
     DigestCommand,
     HelpCommand,
     LogsCommand,
+    OutputsCommand,
+    PreflightCommand,
     PresetsCommand,
     RecipesCommand,
     RegisterCommand,
@@ -107,6 +109,8 @@ def handle_command(services: Services, command: Command, *, user: str, channel: 
         return render_presets(_catalog(services))
     if isinstance(command, RunCommand) and command.dry_run:
         # A PlanError (unknown recipe, a key the recipe does not declare, …) is a CommandError: the caller replies.
+        if services.runs is not None:  # with the smoke-first gate's verdict, which needs the stored preflights
+            return render_plan(services.runs.dry_run(command, user=user), notes=command.notes)
         return render_plan(_catalog(services).plan(command), notes=command.notes)
     if isinstance(command, DigestCommand):
         if services.digests is None:
@@ -127,6 +131,14 @@ def handle_command(services: Services, command: Command, *, user: str, channel: 
         return runs.resume(command, user=user, channel=channel, delivery_key=delivery_key).as_blocks()
     if isinstance(command, CompareCommand):
         return runs.compare(command, user=user).as_blocks()
+    if isinstance(command, OutputsCommand):
+        if services.outputs is None:
+            return not_available(command.name, NEEDS_POLYAXON)
+        return services.outputs.outputs(command.run, user=user).as_blocks()
+    if isinstance(command, PreflightCommand):
+        if services.preflights is None:
+            return not_available(command.name, NEEDS_POLYAXON)
+        return services.preflights.start(command, user=user, channel=channel, delivery_key=delivery_key).as_blocks()
     if isinstance(command, RegisterCommand | TraceCommand):
         if services.registry is None:
             return not_available(command.name, NEEDS_POLYAXON)

@@ -88,12 +88,38 @@ class Run(SQLModel, table=True):
     last_step: int | None = Field(default=None)
     # The latest complete checkpoint the trainer reported (None: nothing to resume from).
     checkpoint_step: int | None = Field(default=None)
+    # "train", or "preflight" for the short validation run of a distributed recipe (its own card and thread).
+    kind: str = Field(default="train", max_length=16, sa_column_kwargs={"server_default": "train"})
+    # `/finetune outputs` read the run's outputs back and they checked out: the run is confirmed.
+    outputs_confirmed_at: datetime | None = _ts()
+    outputs_check: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON(), nullable=True))
+    # How a distributed run passed the smoke-first gate: the preflight that validated it, or who skipped it.
+    validation: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON(), nullable=True))
     last_activity_at: datetime | None = _ts()
     stuck_flagged_at: datetime | None = _ts()
     created_at: datetime = _created()
     updated_at: datetime = _created()
     started_at: datetime | None = _ts()
     finished_at: datetime | None = _ts(index=True)
+
+
+class Preflight(SQLModel, table=True):
+    """The validation of a distributed recipe with its pins and presets: the run that checked it and its report."""
+
+    __tablename__ = "preflights"
+
+    id: int | None = Field(default=None, primary_key=True)
+    gate_key: str = Field(max_length=80, index=True, description="sha256 of recipe, pins, presets, memory params")
+    recipe_name: str = Field(max_length=128)
+    presets: list[str] = _json(list)
+    pins: dict[str, Any] = _json(dict)
+    run_id: int | None = Field(default=None, foreign_key="runs.id", unique=True)
+    status: str = Field(default="running", max_length=16, index=True, description="running, passed, failed")
+    report: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON(), nullable=True))
+    requester: str = Field(max_length=32)
+    channel: str = Field(max_length=32)
+    created_at: datetime = _created()
+    finished_at: datetime | None = _ts()
 
 
 class StatusEvent(SQLModel, table=True):

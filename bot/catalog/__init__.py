@@ -17,6 +17,8 @@ Where things live:
     resources.py   what the merged presets ask of the cluster, its provenance, resource warnings
     memory.py      the preflight memory estimate
     plan.py        `Plan` and the compile step
+    gate.py        the smoke-first gate: a distributed run waits for a passed preflight (pure decisions)
+    preflight.py   compiling a preflight from a distributed run's plan
     catalog.py     `Catalog`: load, lookups, `plan`
     check.py       `finetune-bot manifests check`
 """
@@ -25,6 +27,7 @@ from bot.catalog.catalog import Catalog
 from bot.catalog.check import check_catalog
 from bot.catalog.digests import content_digest, eval_contract_hash, sha256_file
 from bot.catalog.errors import CatalogError, PlanError
+from bot.catalog.gate import GateVerdict, PassedPreflight, check_gate, preflight_command
 from bot.catalog.manifests import Component, InputSpec, Preset, Recipe, RecipeFile
 from bot.catalog.memory import MemoryEstimate
 from bot.catalog.overrides import OverrideSpec
@@ -34,16 +37,20 @@ __all__ = [
     "Catalog",
     "CatalogError",
     "Component",
+    "GateVerdict",
     "InputSpec",
     "MemoryEstimate",
     "OverrideSpec",
+    "PassedPreflight",
     "Plan",
     "PlanError",
     "Preset",
     "Recipe",
     "RecipeFile",
     "check_catalog",
+    "check_gate",
     "content_digest",
     "eval_contract_hash",
+    "preflight_command",
     "sha256_file",
 ]

@@ -7,9 +7,10 @@ from pathlib import Path
 from bot.catalog.errors import PlanError
 from bot.catalog.fit import presets_that_fit
 from bot.catalog.loading import load_manifests
-from bot.catalog.manifests import Component, Preset, Recipe
+from bot.catalog.manifests import Component, PreflightSpec, Preset, Recipe
 from bot.catalog.pins import Pinner
 from bot.catalog.plan import Plan, compile_plan
+from bot.catalog.preflight import compile_preflight, mark_distributed
 from bot.catalog.presets import find_preset, presets_for_run
 from bot.grammar import RunCommand, closest, did_you_mean
 
@@ -67,7 +68,18 @@ class Catalog:
         plan = compile_plan(cmd, recipe, component, choice, self._pinner, require_local=require_local)
         if plan.memory is not None and plan.memory.fits is False:
             plan.fitting_presets = presets_that_fit(recipe, component, plan, self.presets.values(), self.repo_root)
-        return plan
+        return mark_distributed(plan)
+
+    def plan_preflight(self, cmd: RunCommand, *, require_local: bool = True) -> Plan:
+        """Compile the preflight of a distributed recipe with the pins, presets and overrides `run` would use."""
+        run_plan = self.plan(cmd, require_local=require_local)
+        recipe = self.recipe(cmd.recipe)
+        spec = recipe.spec.preflight or PreflightSpec()
+        checker = self.components.get(spec.component)
+        if checker is None:
+            raise PlanError(f"recipe {recipe.name} names preflight component {spec.component}, which is not loaded")
+        choice = presets_for_run(cmd.presets, recipe, self.components[recipe.spec.component], self.presets)
+        return compile_preflight(cmd, run_plan, recipe, checker, choice, self._pinner, require_local=require_local)
 
     def missing_local_builds(self) -> list[str]:
         """Build commands of local models and datasets that recipes name but that are not built yet."""

@@ -1,4 +1,5 @@
-"""`finetune-bot manifests check`: every recipe x preset pair through the plan and Polyaxon's checker."""
+"""`finetune-bot manifests check`: every recipe x preset pair (and distributed recipes' preflights) through the
+plan and Polyaxon's checker."""
 
 from __future__ import annotations
 
@@ -27,12 +28,19 @@ def check_catalog(catalog_dir: Path) -> list[str]:
         for names in combos:
             label = f"{recipe.name} x {','.join(names) or '(no preset)'}"
             incompatible = any(catalog.presets[n].target_kind not in (None, kind) for n in names)
+            command = RunCommand(recipe=recipe.name, presets=names)
             try:
-                catalog.plan(RunCommand(recipe=recipe.name, presets=names), require_local=False)
+                catalog.plan(command, require_local=False)
             except PlanError as exc:
                 if not incompatible:
                     problems.append(f"{label}: {exc.message}")
                 continue
             if incompatible:
                 problems.append(f"{label}: a preset for another run kind was accepted")
+            elif kind == "pytorchjob":
+                # A distributed recipe's preflight must compile with every preset its run accepts.
+                try:
+                    catalog.plan_preflight(command, require_local=False)
+                except PlanError as exc:
+                    problems.append(f"{label} (preflight): {exc.message}")
     return problems

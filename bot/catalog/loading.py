@@ -125,6 +125,17 @@ def _load_recipe(path: Path, rel: str, components: dict[str, Component], presets
             "component",
             f"no component {spec.component!r}{did_you_mean(closest(spec.component, list(components)))}",
         )
+    if spec.preflight is not None:
+        checker = components.get(spec.preflight.component)
+        if checker is None:
+            raise CatalogError(
+                rel,
+                "preflight.component",
+                f"no component {spec.preflight.component!r}"
+                f"{did_you_mean(closest(spec.preflight.component, list(components)))}",
+            )
+        if component.run_kind != "pytorchjob":
+            raise CatalogError(rel, "preflight", "only a distributed (pytorchjob) recipe has a preflight")
     families: dict[str, str] = {}
     for name in spec.presets:
         if name not in presets:

@@ -106,6 +106,16 @@ class OverrideDecl(_Strict):
     help: str | None = None
 
 
+class PreflightSpec(_Strict):
+    """`preflight:` of a distributed recipe: how `/finetune preflight` validates it before a real run."""
+
+    # A pytorchjob with the presets' replicas on a cluster; `trl-preflight` (a job that starts every process
+    # of the master replica under torchrun on one node) where only jobs run, as on the local stack.
+    component: str = "trl-preflight-distributed"
+    steps: int = Field(default=4, ge=1, le=100, description="Checkpoint every `steps`; 2 x steps in all.")
+    comm_timeout_s: int = Field(default=60, ge=5, le=1800)
+
+
 class RecipeFile(_Strict):
     """The schema of `manifests/recipes/NAME.yaml`."""
 
@@ -122,6 +132,7 @@ class RecipeFile(_Strict):
     defaults: dict[str, Scalar] = Field(default_factory=dict)
     overrides: dict[str, OverrideDecl] = Field(default_factory=dict)
     axolotl_config: str | None = None
+    preflight: PreflightSpec | None = None
 
 
 # --- the catalog's types -----------------------------------------------------------------------

@@ -272,6 +272,11 @@ def estimate_run_memory(
     elif device == "cpu" and resources.get("memory_limit_bytes"):
         budget = int(resources["memory_limit_bytes"])
         budget_source = "memory limit of the preset"
+        nproc = str(params.get("nproc_per_node", "")).strip()
+        if component.run_kind == "pytorchjob" and nproc.isdigit() and int(nproc) > 1:
+            # Every process torchrun starts in the replica shares the replica's memory limit.
+            budget //= int(nproc)
+            budget_source = f"memory limit of the preset shared by {nproc} processes"
     try:
         return estimate_training_memory(
             shape,

@@ -8,6 +8,7 @@ the eval contract and the recipe's name and hash. Polyaxon's checker compiles th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -49,6 +50,16 @@ class Plan(BaseModel):
     fitting_presets: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     dry_run: bool = False
+    # "train", or "preflight" for the validation run of a distributed recipe.
+    kind: str = "train"
+    # Distributed runs (a pytorchjob) pass the smoke-first gate (bot.catalog.gate): what identifies the recipe,
+    # pins, presets and memory-relevant params a preflight validated, and the ranks the presets start.
+    distributed: bool = False
+    gate_key: str = ""
+    expected_world_size: int = 1
+    # How the gate was passed, filled by the run service for the dry-run and the card: a passed preflight's
+    # evidence or who skipped it.
+    validation: dict[str, Any] | None = None
 
     @property
     def over_memory_budget(self) -> bool:
@@ -64,8 +75,12 @@ def compile_plan(
     pinner: Pinner,
     *,
     require_local: bool = True,
+    derived: Mapping[str, tuple[Any, str]] | None = None,
 ) -> Plan:
-    """Compile a `run` command with its recipe, component and presets into a `Plan`, or raise `PlanError`."""
+    """Compile a `run` command with its recipe, component and presets into a `Plan`, or raise `PlanError`.
+
+    `derived` are params the catalog computes (value, origin), set after the command line.
+    """
     spec = recipe.spec
     presets = choice.presets
     preset_names = [preset.name for preset in presets]
@@ -97,6 +112,9 @@ def compile_plan(
             put(name, param.get("value") if isinstance(param, dict) else param, f"preset {preset.name}")
     for name, value in command_line.items():
         put(name, value, "command line")
+    # Values the catalog computes for this operation (a preflight's world size and memory budget).
+    for name, (value, origin) in (derived or {}).items():
+        put(name, value, origin)
 
     comparable = not unpinned
     if unpinned and not spec.exploration:

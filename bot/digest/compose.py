@@ -34,6 +34,10 @@ class DigestRun(BaseModel):
     lineage: int = 0  # the id of the run's lineage root: a run and its resumes count once
     step: int | None = None
     max_steps: int | None = None
+    # "validated" (a preflight passed), "unvalidated" (--skip-preflight) or None (a single-process run).
+    validation: str | None = None
+    kind: str = "train"
+    confirmed: bool = False
 
 
 class DigestApproval(BaseModel):
@@ -94,7 +98,16 @@ def _run_line(run: DigestRun) -> str:
     metric = ""
     if run.metric_name and run.metric_value is not None:
         metric = f" · {run.metric_name} {run.metric_value:.4g}"
-    return f"• {name} ({run.recipe}) by <@{run.requester}>{metric}"
+    marks = ""
+    if run.kind == "preflight":
+        marks += " · preflight"
+    if run.validation == "unvalidated":
+        marks += " · :warning: *unvalidated* (preflight skipped)"
+    elif run.validation == "validated":
+        marks += " · validated"
+    if run.confirmed:
+        marks += " · outputs confirmed"
+    return f"• {name} ({run.recipe}) by <@{run.requester}>{metric}{marks}"
 
 
 def _progress(run: DigestRun) -> str:

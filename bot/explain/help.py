@@ -13,12 +13,14 @@ THREAD_NOTE = (
 )
 
 USAGE: dict[str, str] = {
-    "run": "/finetune run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force]",
+    "run": "/finetune run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force] [--skip-preflight]",
     "status": "/finetune status [RUN]",
     "logs": "/finetune logs RUN [lines=N]",
     "compare": "/finetune compare RUN RUN… [metric=NAME] [--exploratory]",
     "stop": "/finetune stop RUN",
     "resume": "/finetune resume RUN [checkpoint=latest|step-N] [max_steps=N]",
+    "outputs": "/finetune outputs RUN",
+    "preflight": "/finetune preflight recipe=NAME [preset=P[,P2…]] [KEY=VALUE …]",
     "register": "/finetune register RUN model=NAME [version=V]",
     "recipes": "/finetune recipes",
     "presets": "/finetune presets",
@@ -35,7 +37,9 @@ HELP: dict[str, str] = {
         "Cluster keys such as `gpus=` or `nodeSelector=` are refused as overrides: pick a preset. "
         "`--dry-run` shows the compiled plan (pins, params and where each came from, resources, eval "
         "contract hash, memory estimate, warnings) without submitting anything. `--force` submits a run "
-        "whose memory estimate does not fit its presets; only approvers may use it. Recipe and preset "
+        "whose memory estimate does not fit its presets; only approvers may use it. A distributed recipe "
+        "(several workers) is refused until `/finetune preflight` of the same recipe, pins and presets has "
+        "passed; `--skip-preflight` lets an approver submit it unvalidated (audited). Recipe and preset "
         "names are read lower-case; an int key takes a whole number written as one (`seed=1000`, not "
         "`1e3`); values are plain words, never shell syntax. `resume_from` is set only by "
         "`/finetune resume`. Values with spaces go in quotes.\n"
@@ -55,6 +59,19 @@ HELP: dict[str, str] = {
     "resume": (
         "Continue a stopped or failed run from its latest checkpoint, or from `checkpoint=step-N`. "
         "`max_steps=N` extends the schedule of a succeeded run to N steps in all, so it trains further."
+    ),
+    "outputs": (
+        "Read back what a run wrote to its output storage and check it: each checkpoint (step, size, files, "
+        "content digest, complete or partial), the eval results, the final model folder and the logs, with "
+        "the command line that fetches each. Digests the trainer recorded must match the store; a run whose "
+        "outputs check out is marked confirmed on its card. The eval results are attached in the thread."
+    ),
+    "preflight": (
+        "Validate a distributed recipe before its real run, with the same pins and presets: a short job "
+        "that checks the memory estimate against the preset and the measured peak, an all-reduce across "
+        "every worker, checkpoint recovery (train, checkpoint, kill the workers, resume: losses must equal "
+        "an uninterrupted run's, a partial checkpoint skipped) and that the launcher really distributes. "
+        "The report goes in the thread of its card; a pass unlocks `/finetune run` of that recipe."
     ),
     "register": (
         "Ask to register a run's model as a version in the registry. The bot posts an approval request "

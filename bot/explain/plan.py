@@ -94,6 +94,27 @@ def _memory_lines(plan: Plan) -> str:
     return text
 
 
+def _gate_text(plan: Plan) -> str:
+    """The smoke-first gate's verdict on a distributed plan, with its evidence or the preflight to run first."""
+    validation = plan.validation or {}
+    state = validation.get("state")
+    head = f"*Distributed plan*: {plan.expected_world_size} ranks · "
+    if state == "validated":
+        lines = [
+            head + f":shield: *validated* by preflight `{escape(str(validation.get('preflight')))}` "
+            f"(passed {escape(str(validation.get('passed_at') or ''))})"
+        ]
+        lines += [f"• {escape(line)}" for line in validation.get("lines") or []]
+        return "\n".join(lines)
+    if state == "unvalidated":
+        return head + ":warning: *unvalidated*: `--skip-preflight` (approvers only, audited)"
+    command = validation.get("command")
+    text = head + ":no_entry: *not validated*: `run` is refused until a preflight of these pins and presets passes."
+    if command:
+        text += f"\nRun first: `{escape(str(command))}`"
+    return text
+
+
 def render_plan(plan: Plan, *, notes: Sequence[str] = ()) -> list[dict[str, Any]]:
     """The dry-run reply: recipe, pins, params with provenance, resources, eval contract, memory, warnings.
 
@@ -143,6 +164,8 @@ def render_plan(plan: Plan, *, notes: Sequence[str] = ()) -> list[dict[str, Any]
         blocks.append(section("*Eval contract*: none (this recipe defines no fixed evaluation)"))
     if plan.memory is not None:
         blocks.append(section(_memory_lines(plan)))
+    if plan.distributed:
+        blocks.append(section(_gate_text(plan)))
     warning_lines = [f"• :warning: {escape(w)}" for w in plan.warnings] or ["none"]
     blocks += sections("*Warnings*", warning_lines)
     if plan.dry_run:

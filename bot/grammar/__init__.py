@@ -29,10 +29,17 @@ from bot.grammar.lexing import (
     parse_scalar,
     refuse_shell_syntax,
 )
-from bot.grammar.lifecycle import CompareCommand, LogsCommand, ResumeCommand, StatusCommand, StopCommand
+from bot.grammar.lifecycle import (
+    CompareCommand,
+    LogsCommand,
+    OutputsCommand,
+    ResumeCommand,
+    StatusCommand,
+    StopCommand,
+)
 from bot.grammar.parser import SUBCOMMANDS, Command, parse_command
 from bot.grammar.registration import RegisterCommand, TraceCommand
-from bot.grammar.run import RunCommand
+from bot.grammar.run import PreflightCommand, RunCommand
 
 __all__ = [
     "CLUSTER_KEYS",
@@ -44,6 +51,8 @@ __all__ = [
     "DigestCommand",
     "HelpCommand",
     "LogsCommand",
+    "OutputsCommand",
+    "PreflightCommand",
     "PresetsCommand",
     "RecipesCommand",
     "RegisterCommand",

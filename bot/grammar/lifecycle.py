@@ -1,4 +1,4 @@
-"""A run's lifecycle after submission: `status`, `logs`, `compare`, `stop` and `resume`."""
+"""A run's lifecycle after submission: `status`, `logs`, `compare`, `stop`, `resume` and `outputs`."""
 
 from __future__ import annotations
 
@@ -55,6 +55,13 @@ class StopCommand(_Command):
     """`stop RUN`."""
 
     name: Literal["stop"] = "stop"
+    run: str
+
+
+class OutputsCommand(_Command):
+    """`outputs RUN`: what the run wrote, read back from Polyaxon and checked."""
+
+    name: Literal["outputs"] = "outputs"
     run: str
 
 
@@ -124,6 +131,16 @@ def _parse_stop(tokens: list[str]) -> StopCommand:
         raise CommandError("`stop` needs a RUN; usage: stop RUN")
     _no_extra(words[1:], "stop RUN", "stop RUN")
     return StopCommand(run=_run_ref(words[0]))
+
+
+def _parse_outputs(tokens: list[str]) -> OutputsCommand:
+    positional, pairs = _key_values(tokens, "outputs")
+    _only_keys(pairs, (), "outputs")
+    words, _ = _flags(positional, (), "outputs")
+    if not words:
+        raise CommandError("`outputs` needs a RUN; usage: outputs RUN")
+    _no_extra(words[1:], "outputs RUN", "outputs RUN")
+    return OutputsCommand(run=_run_ref(words[0]))
 
 
 def _positive_int(key: str, raw: str) -> int:

@@ -13,17 +13,19 @@ from bot.grammar.lexing import MAX_TEXT, CommandError, _split, closest, did_you_
 from bot.grammar.lifecycle import (
     CompareCommand,
     LogsCommand,
+    OutputsCommand,
     ResumeCommand,
     StatusCommand,
     StopCommand,
     _parse_compare,
     _parse_logs,
+    _parse_outputs,
     _parse_resume,
     _parse_status,
     _parse_stop,
 )
 from bot.grammar.registration import RegisterCommand, TraceCommand, _parse_register, _parse_trace
-from bot.grammar.run import RunCommand, _parse_run
+from bot.grammar.run import PreflightCommand, RunCommand, _parse_preflight, _parse_run
 
 Command = Annotated[
     RunCommand
@@ -32,6 +34,8 @@ Command = Annotated[
     | CompareCommand
     | StopCommand
     | ResumeCommand
+    | OutputsCommand
+    | PreflightCommand
     | RegisterCommand
     | RecipesCommand
     | PresetsCommand
@@ -55,6 +59,8 @@ _PARSERS: dict[str, Callable[[list[str]], Command]] = {
     "compare": _parse_compare,
     "stop": _parse_stop,
     "resume": _parse_resume,
+    "outputs": _parse_outputs,
+    "preflight": _parse_preflight,
     "register": _parse_register,
     "recipes": _parse_recipes,
     "presets": _parse_presets,

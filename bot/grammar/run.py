@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -12,11 +12,12 @@ from bot.grammar.lexing import CommandError, Scalar, _Command, _flags, _key_valu
 
 _KEY_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
-USAGE = "run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force]"
+USAGE = "run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force] [--skip-preflight]"
+PREFLIGHT_USAGE = "preflight recipe=NAME [preset=P[,P2…]] [KEY=VALUE …]"
 
 
 class RunCommand(_Command):
-    """`run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force]`."""
+    """`run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force] [--skip-preflight]`."""
 
     name: Literal["run"] = "run"
     recipe: str
@@ -30,6 +31,19 @@ class RunCommand(_Command):
     dry_run: bool = False
     # Submit although the memory estimate is over budget; approvers only (the run service enforces it).
     force: bool = False
+    # Submit a distributed run without a passed preflight; approvers only, audited, shown as unvalidated.
+    skip_preflight: bool = False
+
+
+class PreflightCommand(_Command):
+    """`preflight recipe=NAME [preset=P[,P2…]] [KEY=VALUE …]`: validate a recipe before a distributed run."""
+
+    name: Literal["preflight"] = "preflight"
+    recipe: str
+    presets: list[str] = Field(default_factory=list)
+    overrides: dict[str, Scalar] = Field(default_factory=dict)
+    written: dict[str, str] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
 
 
 def _parse_presets(raw: str) -> tuple[list[str], list[str]]:
@@ -51,12 +65,31 @@ def _parse_presets(raw: str) -> tuple[list[str], list[str]]:
 
 def _parse_run(tokens: list[str]) -> RunCommand:
     positional, pairs = _key_values(tokens, "run")
-    words, flags = _flags(positional, ("--dry-run", "--force"), "run")
+    words, flags = _flags(positional, ("--dry-run", "--force", "--skip-preflight"), "run")
     if words:
         raise CommandError(f"{words[0]!r} is not KEY=VALUE; usage: {USAGE}")
+    fields = _recipe_fields(pairs, "run", USAGE)
+    return RunCommand(
+        **fields,
+        dry_run="--dry-run" in flags,
+        force="--force" in flags,
+        skip_preflight="--skip-preflight" in flags,
+    )
+
+
+def _parse_preflight(tokens: list[str]) -> PreflightCommand:
+    positional, pairs = _key_values(tokens, "preflight")
+    words, _ = _flags(positional, (), "preflight")
+    if words:
+        raise CommandError(f"{words[0]!r} is not KEY=VALUE; usage: {PREFLIGHT_USAGE}")
+    return PreflightCommand(**_recipe_fields(pairs, "preflight", PREFLIGHT_USAGE))
+
+
+def _recipe_fields(pairs: dict[str, str], subcommand: str, usage: str) -> dict[str, Any]:
+    """The recipe, presets and training overrides of `run` and `preflight`, checked the same way."""
     raw_recipe = pairs.pop("recipe", None)
     if raw_recipe is None:
-        raise CommandError(f"`run` needs recipe=NAME (see /finetune recipes); usage: {USAGE}")
+        raise CommandError(f"`{subcommand}` needs recipe=NAME (see /finetune recipes); usage: {usage}")
     recipe = _name(raw_recipe, "recipe")
     recased = [f"recipe {raw_recipe} read as {recipe}"] if recipe != raw_recipe else []
     if "preset" in pairs and "presets" in pairs:
@@ -86,12 +119,10 @@ def _parse_run(tokens: list[str]) -> RunCommand:
             raise CommandError(f"{key}: {exc.message}") from None
         if isinstance(overrides[key], float):
             written[key] = value
-    return RunCommand(
-        recipe=recipe,
-        presets=presets,
-        overrides=overrides,
-        written=written,
-        notes=[", ".join(recased) + ": names are lower-case"] if recased else [],
-        dry_run="--dry-run" in flags,
-        force="--force" in flags,
-    )
+    return {
+        "recipe": recipe,
+        "presets": presets,
+        "overrides": overrides,
+        "written": written,
+        "notes": [", ".join(recased) + ": names are lower-case"] if recased else [],
+    }

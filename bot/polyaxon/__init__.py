@@ -5,6 +5,8 @@ from bot.polyaxon.spec import OperationSpecError, compile_operation
 from bot.polyaxon.types import (
     DONE_STATUSES,
     Artifact,
+    ArtifactFile,
+    ArtifactNotFoundError,
     GatewayError,
     LogLine,
     LogTail,
@@ -18,6 +20,8 @@ from bot.polyaxon.types import (
 __all__ = [
     "DONE_STATUSES",
     "Artifact",
+    "ArtifactFile",
+    "ArtifactNotFoundError",
     "GatewayError",
     "LogLine",
     "LogTail",

@@ -1,10 +1,11 @@
-"""The bot's own view of Polyaxon: runs, logs, metrics, lineage and model versions, and the gateway's errors.
+"""The bot's own view of Polyaxon: runs, logs, metrics, lineage, model versions, artifact files, gateway errors.
 
-Plain pydantic models: callers never see a Polyaxon client type.
+Plain pydantic models (and one frozen dataclass): callers never see a Polyaxon client type.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +20,10 @@ class GatewayError(Exception):
 
 class RunNotFoundError(GatewayError):
     """No run with that uuid or name in the project."""
+
+
+class ArtifactNotFoundError(GatewayError):
+    """No file at that path in the run's artifacts (the run itself exists)."""
 
 
 class StatusCondition(BaseModel):
@@ -97,3 +102,16 @@ class ModelVersion(BaseModel):
     artifacts: list[str] = Field(default_factory=list)
     content: dict[str, Any] | str | None = None
     created_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactFile:
+    """One file in a run's artifacts store.
+
+    A frozen dataclass, not a model: a walk can list thousands of these, and they are hashable.
+    """
+
+    path: str
+    """POSIX path relative to the run's artifacts root, e.g. `outputs/checkpoint-72/model.safetensors`."""
+    size: int
+    """Bytes, as the store reports it when listed."""

@@ -8,6 +8,24 @@ from bot.registry.policy import Candidate
 from bot.runs import Reply, RunError
 from bot.slack.blocks import escape, header, section
 from storage import repos
+from storage.models import Run
+
+
+def validation_lines(run: Run) -> list[str]:
+    """How the run passed the smoke-first gate and whether its outputs were confirmed, for the trace."""
+    lines = []
+    validation = run.validation or {}
+    if validation.get("state") == "validated":
+        checks = "; ".join(escape(str(line)) for line in validation.get("lines") or [])
+        lines.append(
+            f"*Validated* by preflight `{escape(str(validation.get('preflight')))}` "
+            f"(passed {escape(str(validation.get('passed_at') or ''))}){': ' + checks if checks else ''}"
+        )
+    elif validation.get("state") == "unvalidated":
+        lines.append(f":warning: *Unvalidated*: preflight skipped by <@{validation.get('skipped_by')}>")
+    if run.outputs_confirmed_at is not None:
+        lines.append(f"*Outputs confirmed* {run.outputs_confirmed_at:%Y-%m-%d %H:%M} UTC (read back and checked)")
+    return lines
 
 
 class Tracer:
@@ -62,6 +80,7 @@ class Tracer:
             f"*Recipe* `{run.recipe_name}` (hash `{run.recipe_hash[:19]}`) · presets {', '.join(run.presets) or 'none'}"
             f" · pins {pins} · eval contract `{run.eval_contract_hash[:19] or '—'}`"
         )
+        lines += validation_lines(run)
         started = next((a for a in audit if a.command.startswith(("run ", "resume ")) and a.outcome == "ok"), None)
         overrides = " ".join(f"{k}={v}" for k, v in sorted(run.overrides.items()))
         card = self.deps.runs.thread.permalink(run.channel, run.card_ts)

@@ -57,6 +57,13 @@ class CardView(BaseModel):
     finished_at: datetime | None = None
     model_name: str | None = None
     note: str | None = None
+    # "train" or "preflight"; a preflight's card says so and offers no registration, comparison or resume.
+    kind: str = "train"
+    # `/finetune outputs` read the outputs back: confirmed, or what did not check out.
+    confirmed: bool = False
+    outputs_problems: list[str] = Field(default_factory=list)
+    # How a distributed run passed the smoke-first gate: {"state": "validated", "preflight": …} or unvalidated.
+    validation: dict[str, Any] | None = None
 
 
 def card_view(
@@ -91,6 +98,10 @@ def card_view(
         parent_link=parent_link,
         started_at=run.started_at,
         finished_at=run.finished_at,
+        kind=run.kind,
+        confirmed=run.outputs_confirmed_at is not None,
+        outputs_problems=list((run.outputs_check or {}).get("problems") or []),
+        validation=run.validation,
     )
 
 
@@ -113,7 +124,8 @@ def _progress(step: int | None, max_steps: int | None) -> str:
 def render_card(view: CardView) -> list[dict[str, Any]]:
     """Blocks of the run's status card, with buttons that carry commands back through the parser."""
     emoji = STATUS_EMOJI.get(view.status, ":grey_question:")
-    blocks: list[dict[str, Any]] = [header(f"{view.recipe} · {view.name}")]
+    title = f"preflight · {view.recipe}" if view.kind == "preflight" else view.recipe
+    blocks: list[dict[str, Any]] = [header(f"{title} · {view.name}")]
     presets = ", ".join(f"`{p}`" + ("" if p in view.recipe_presets else " (chosen)") for p in view.presets) or "none"
     status_line = f"{emoji} *{view.status}*"
     progress = _progress(view.step, view.max_steps)
@@ -130,6 +142,7 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
     if view.parent_name:
         parent = f"<{view.parent_link}|{view.parent_name}>" if view.parent_link else f"`{view.parent_name}`"
         lines.append(f":leftwards_arrow_with_hook: resumed from {parent}")
+    lines += _gate_lines(view)
     if view.note:
         lines.append(escape(view.note))
     blocks.append(section("\n".join(lines)))
@@ -145,9 +158,15 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
     blocks.append(context(*ctx))
     ref = view.name
     buttons = [command_button("Logs", f"logs {ref}", suffix="logs")]
-    buttons.append(command_button("Compare", f"compare {ref}", suffix="compare"))
+    if view.kind == "train":
+        buttons.append(command_button("Compare", f"compare {ref}", suffix="compare"))
     if view.status not in {"succeeded", "failed", "stopped", "submit_failed"}:
         buttons.append(command_button("Stop", f"stop {ref}", suffix="stop", style="danger"))
+    elif view.kind == "train" and view.status != "submit_failed":
+        buttons.append(command_button("Outputs", f"outputs {ref}", suffix="outputs"))
+    if view.kind != "train":
+        blocks.append({"type": "actions", "elements": buttons})
+        return blocks
     if view.status == "succeeded":
         model = view.model_name or view.recipe
         buttons.append(
@@ -157,6 +176,24 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
         buttons.append(command_button("Resume", f"resume {ref}", suffix="resume"))
     blocks.append({"type": "actions", "elements": buttons})
     return blocks
+
+
+def _gate_lines(view: CardView) -> list[str]:
+    """What the card says about the smoke-first gate and the read-back of the outputs."""
+    lines = []
+    if view.kind == "preflight":
+        lines.append(":mag: *Preflight* of a distributed recipe: its report goes in this thread")
+    state = (view.validation or {}).get("state")
+    if state == "validated" and view.validation is not None:
+        lines.append(f":shield: *Validated* by preflight `{escape(str(view.validation.get('preflight')))}`")
+    elif state == "unvalidated":
+        who = (view.validation or {}).get("skipped_by")
+        lines.append(f":warning: *Unvalidated*: `--skip-preflight` by <@{who}>")
+    if view.confirmed:
+        lines.append(":white_check_mark: *Outputs confirmed*: read back from Polyaxon and checked")
+    elif view.outputs_problems:
+        lines.append(f":warning: *Outputs not confirmed*: {escape(view.outputs_problems[0])}")
+    return lines
 
 
 def card_text(view: CardView) -> str:

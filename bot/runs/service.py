@@ -28,7 +28,7 @@ from storage.db import SessionFactory
 from storage.models import Run
 
 if TYPE_CHECKING:
-    from bot.catalog import Catalog
+    from bot.catalog import Catalog, Plan
     from bot.polyaxon import PolyaxonGateway
 
 
@@ -100,6 +100,13 @@ class RunService:
     def submit(self, cmd: RunCommand, *, user: str, channel: str, delivery_key: str) -> Reply:
         """`/finetune run`."""
         return self.submitter.submit(cmd, user=user, channel=channel, delivery_key=delivery_key)
+
+    def dry_run(self, cmd: RunCommand, *, user: str) -> Plan:
+        """`/finetune run … --dry-run`: the plan, with what the smoke-first gate would say of it."""
+        plan = self.submitter.plan(cmd)
+        verdict = self.submitter.gate.verdict(plan, cmd, user=user, submitting=False)
+        plan.validation = verdict.validation
+        return plan
 
     def retry_pending(self) -> int:
         """Retry submissions that waited for Polyaxon; how many went through."""

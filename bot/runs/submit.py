@@ -11,6 +11,7 @@ from bot.grammar import RunCommand
 from bot.redact import redact
 from bot.runs.deps import RunDeps
 from bot.runs.errors import Reply, RunError
+from bot.runs.gate import PreflightGate
 from bot.runs.thread import RunThread
 from bot.slack.blocks import escape
 from storage import repos
@@ -35,43 +36,75 @@ class Submitter:
     def __init__(self, deps: RunDeps, thread: RunThread) -> None:
         self.deps = deps
         self.thread = thread
+        self.gate = PreflightGate(deps.sessions, deps.people)
 
     def plan(self, cmd: RunCommand) -> Plan:
         """Compile the command (PlanError for anything the catalog refuses)."""
         return self.deps.catalog.plan(cmd)
 
     def submit(self, cmd: RunCommand, *, user: str, channel: str, delivery_key: str) -> Reply:
-        """Plan, authorise, record, post the card, submit; failures are told in the card's thread."""
+        """Plan, pass the memory and preflight gates, then start the run (`start`)."""
         if not self.deps.people.may_run(user):
             raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
         plan = self.plan(cmd)
         forced = self._memory_gate(plan, cmd, user)
-        name = run_name_for(plan.recipe, delivery_key)
+        verdict = self.gate.verdict(plan, cmd, user=user)
+        if not verdict.allowed:
+            raise RunError(verdict.refusal or "refused by the preflight gate")
+        plan.validation = verdict.validation
+        reply, _ = self.start(
+            plan,
+            overrides=dict(cmd.overrides),
+            notes=cmd.notes,
+            user=user,
+            channel=channel,
+            delivery_key=delivery_key,
+            forced=forced,
+        )
+        return reply
+
+    def start(
+        self,
+        plan: Plan,
+        *,
+        overrides: dict[str, Any],
+        notes: Sequence[str],
+        user: str,
+        channel: str,
+        delivery_key: str,
+        forced: bool = False,
+    ) -> tuple[Reply, Run | None]:
+        """Record, post the card, submit; failures are told in the card's thread. The run, None when it existed."""
+        prefix = plan.recipe if plan.kind == "train" else f"{plan.recipe}-{plan.kind}"
+        name = run_name_for(prefix, delivery_key)
         with self.deps.sessions() as s:
             existing = repos.get_run_by_name(s, name=name)
             if existing is not None:  # the same delivery again: nothing new
-                return Reply(text=f"Run `{name}` is already submitted.")
+                return Reply(text=f"Run `{name}` is already submitted."), None
             run = repos.create_run(
                 s,
                 name=name,
+                kind=plan.kind,
                 recipe_name=plan.recipe,
                 recipe_hash=plan.recipe_hash,
                 component=plan.component,
                 params=plan.params,
-                overrides=dict(cmd.overrides),
+                overrides=overrides,
                 presets=plan.presets,
                 pins=plan.pins,
-                comparable=plan.comparable,
+                comparable=plan.comparable and plan.kind == "train",
                 eval_contract=plan.eval_contract,
                 eval_contract_hash=plan.eval_contract_hash,
                 requester=user,
                 channel=channel,
                 status="submitting",
+                validation=plan.validation,
                 # Kept until Polyaxon has it: a process that dies before submitting leaves it for the next tick.
                 pending_operation={"operation": plan.operation, "tags": list(plan.tags)},
             )
+            verb = "preflight" if plan.kind == "preflight" else "run"
             repos.add_audit(
-                s, user=user, channel=channel, command=f"run recipe={plan.recipe}", outcome="ok", run_id=run.id
+                s, user=user, channel=channel, command=f"{verb} recipe={plan.recipe}", outcome="ok", run_id=run.id
             )
             if forced and plan.memory is not None:
                 repos.add_audit(
@@ -83,6 +116,16 @@ class Submitter:
                     detail=f"submitted over the memory estimate: {plan.memory.summary()}",
                     run_id=run.id,
                 )
+            if (plan.validation or {}).get("state") == "unvalidated":
+                repos.add_audit(
+                    s,
+                    user=user,
+                    channel=channel,
+                    command=f"run recipe={plan.recipe} --skip-preflight",
+                    outcome="ok",
+                    detail=f"distributed run submitted without a passed preflight (gate {plan.gate_key})",
+                    run_id=run.id,
+                )
         self.thread.post_card(run)
         if forced and plan.memory is not None:
             self.thread.post_thread(
@@ -91,11 +134,19 @@ class Submitter:
                 f"{escape(plan.memory.summary())}",
                 purpose="forced",
             )
+        if (plan.validation or {}).get("state") == "unvalidated":
+            self.thread.post_thread(
+                run,
+                f":warning: *Unvalidated*: submitted with `--skip-preflight` by <@{user}>; no preflight of these "
+                f"pins and presets has passed. Validate with `{escape(PreflightGate.command_for(plan, overrides))}`.",
+                purpose="unvalidated",
+            )
         for warning in plan.warnings:
             self.thread.post_thread(run, f":warning: {escape(warning)}", purpose="warning")
         self.submit_to_polyaxon(run, plan.operation, plan.tags)
-        notes = "".join(f"\n{escape(note)}" for note in cmd.notes)
-        return Reply(text=f"Planned {plan.recipe} as `{name}`; the card is in <#{channel}>.{notes}")
+        extra = "".join(f"\n{escape(note)}" for note in notes)
+        what = "a preflight of " if plan.kind == "preflight" else ""
+        return Reply(text=f"Planned {what}{plan.recipe} as `{name}`; the card is in <#{channel}>.{extra}"), run
 
     def _memory_gate(self, plan: Plan, cmd: RunCommand, user: str) -> bool:
         """Refuse a run whose memory estimate does not fit its presets, unless an approver forces it; forced?"""

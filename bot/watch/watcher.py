@@ -24,6 +24,7 @@ from storage.models import Run
 
 if TYPE_CHECKING:
     from bot.polyaxon import RunInfo
+    from bot.preflight import PreflightService
     from bot.registry import RegistrationService
 
 log = logging.getLogger(__name__)
@@ -60,12 +61,14 @@ class Watcher:
         stuck_after: timedelta,
         metrics_every: timedelta = timedelta(seconds=30),
         registry: RegistrationService | None = None,
+        preflights: PreflightService | None = None,
         still_leader: Callable[[], bool] | None = None,
     ) -> None:
         self.runs = runs
         # Between runs of a long tick: does this replica still hold the watcher lease? (Always, without one.)
         self.still_leader = still_leader or (lambda: True)
         self.registry = registry
+        self.preflights = preflights
         self.sessions = runs.sessions
         self.gateway = runs.gateway
         self.clock = clock
@@ -85,6 +88,9 @@ class Watcher:
         if self.registry is not None:
             # Approved requests whose registration failed (Polyaxon down) register here, once it is back.
             self._retry_registrations(stats)
+        if self.preflights is not None:
+            # Preflights whose run ended last tick: their report becomes the gate's evidence.
+            stats.transitions += self.preflights.settle()
         with self.sessions() as s:
             active = [r for r in repos.list_active_runs(s) if r.polyaxon_uuid]
         stats.active = len(active)

@@ -41,6 +41,15 @@ from storage.repos.digests import (
     upsert_digest_schedule,
 )
 from storage.repos.messages import find_posted_message, get_posted_message, record_posted_message
+from storage.repos.preflights import (
+    confirmed_run_with_pins,
+    create_preflight,
+    finish_preflight,
+    latest_preflight,
+    passed_preflight,
+    preflight_for_run,
+    running_preflights,
+)
 from storage.repos.registrations import (
     create_registration,
     get_registration,
@@ -76,7 +85,9 @@ __all__ = [
     "claim_delivery",
     "claim_digest_slot",
     "complete_digest_post",
+    "confirmed_run_with_pins",
     "create_approval_request",
+    "create_preflight",
     "create_registration",
     "create_run",
     "delete_digest_schedule",
@@ -86,6 +97,7 @@ __all__ = [
     "find_posted_message",
     "find_runs",
     "finish_delivery",
+    "finish_preflight",
     "forget_delivery",
     "get_approval_request",
     "get_approval_request_by_message",
@@ -94,6 +106,7 @@ __all__ = [
     "get_run",
     "get_run_by_name",
     "last_digest_at",
+    "latest_preflight",
     "lineage_roots",
     "list_active_runs",
     "list_approval_requests",
@@ -106,6 +119,8 @@ __all__ = [
     "list_status_events",
     "mark_status_event_posted",
     "open_approval_requests",
+    "passed_preflight",
+    "preflight_for_run",
     "record_delivery",
     "record_notice",
     "record_posted_message",
@@ -114,6 +129,7 @@ __all__ = [
     "registration_work",
     "release_digest_slot",
     "revoke_approval",
+    "running_preflights",
     "unfinished_deliveries",
     "unposted_status_events",
     "update_approval_request",

@@ -100,6 +100,8 @@ def test_duplicate_delivery_starts_one_run(live_bot: LiveBot) -> None:
         assert len([r for r in repos.list_recent_runs(s, limit=50) if r.recipe_name == "quickstart"]) == 1
 
 
+# Slow (~70 s; stop and resume stay covered by tests/e2e/test_trust.py's resume cases); kept out of the default run.
+@pytest.mark.slow
 def test_stop_then_resume_continues_from_the_checkpoint(live_bot: LiveBot) -> None:
     reply = live_bot.command("run recipe=sft-tiny max_steps=200 save_steps=5 logging_steps=1")
     name = run_name_in(reply)
@@ -131,6 +133,9 @@ def test_compare_ranks_by_the_eval_metric_and_refuses_other_contracts(live_bot: 
         recent = repos.list_recent_runs(s, limit=50)
     tiny = [r for r in recent if r.recipe_name == "sft-tiny" and r.status in {"succeeded", "stopped"}]
     quick = [r for r in recent if r.recipe_name == "quickstart"]
+    if len(tiny) < 2:  # the stop-and-resume test (slow) is not in this session: train a second run here
+        name = run_name_in(live_bot.command("run recipe=sft-tiny lr=1e-3 max_steps=10 save_steps=10"))
+        tiny.append(live_bot.wait_status(name, {"succeeded"}, timeout=300))
     assert len(tiny) >= 2 and quick
     refused = reply_text(live_bot.command(f"compare {tiny[0].name} {quick[0].name}"))
     assert "not comparable" in refused and "--exploratory" in refused

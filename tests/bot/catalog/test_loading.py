@@ -14,7 +14,14 @@ from tests.manifests.catalog_repo import write
 def test_shipped_catalog_loads(catalog: Catalog) -> None:
     assert {"sft-tiny", "sft-lora"} <= set(catalog.recipes)
     assert {"cpu-small", "gpu-1x", "gpu-8x", "spot"} <= set(catalog.presets)
-    assert set(catalog.components) == {"trl-sft", "trl-sft-distributed", "axolotl", "quickstart"}
+    assert set(catalog.components) == {
+        "trl-sft",
+        "trl-sft-distributed",
+        "trl-preflight",
+        "trl-preflight-distributed",
+        "axolotl",
+        "quickstart",
+    }
     for preset in catalog.presets.values():
         assert preset.description and "\n" not in preset.description
         assert "name" not in preset.document and "description" not in preset.document

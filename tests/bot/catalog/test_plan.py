@@ -34,7 +34,11 @@ def test_sft_tiny_plan_params_provenance_and_operation(catalog: Catalog) -> None
 
 
 BAD_COMMANDS = [
-    ("run recipe=sft-tinny", "no recipe 'sft-tinny'; did you mean sft-tiny?", ["sft-tiny"]),
+    (
+        "run recipe=sft-tinny",
+        "no recipe 'sft-tinny'; did you mean sft-tiny or sft-tiny-ddp?",
+        ["sft-tiny", "sft-tiny-ddp"],
+    ),
     ("run recipe=sft-tiny preset=gpu-9x", "no preset 'gpu-9x'; did you mean", ["gpu-8x", "gpu-1x"]),
     ("run recipe=sft-tiny lrr=1e-3", "recipe sft-tiny has no key 'lrr'; did you mean lr?", ["lr"]),
     ("run recipe=sft-tiny lora_r=4", "lora_r is fixed by recipe sft-tiny", []),

@@ -37,6 +37,7 @@ def test_each_shipped_preset_has_a_family(catalog: Catalog) -> None:
         "cpu-large": "resources",
         "cpu-small": "resources",
         "ddp-2x8": "resources",
+        "ddp-cpu-2": "resources",
         "gpu-1x": "resources",
         "gpu-8x": "resources",
         "s3-checkpoints": "storage",

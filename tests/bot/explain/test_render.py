@@ -146,7 +146,10 @@ def test_render_command_error() -> None:
     blocks = render_command_error(info.value)
     assert_within_limits(blocks)
     text = texts(blocks)
-    assert ":x: no subcommand 'stauts'; did you mean status?" in text and "Did you mean `status`?" in text
+    assert (
+        ":x: no subcommand 'stauts'; did you mean status or outputs?" in text
+        and "Did you mean `status`, `outputs`?" in text
+    )
     escaped = texts(render_command_error(CommandError("bad <@U123> & co")))
     assert "&lt;@U123&gt; &amp; co" in escaped
 
@@ -163,7 +166,10 @@ def test_long_lists_are_split_and_capped(tmp_path: Path) -> None:
 
 
 def test_usage_and_help_name_force_and_max_steps() -> None:
-    assert USAGE["run"] == "/finetune run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force]"
+    assert (
+        USAGE["run"]
+        == "/finetune run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force] [--skip-preflight]"
+    )
     assert USAGE["resume"] == "/finetune resume RUN [checkpoint=latest|step-N] [max_steps=N]"
     run_help, resume_help = texts(render_help("run")), texts(render_help("resume"))
     assert "`--force`" in run_help and "approver" in run_help and "memory estimate" in run_help

@@ -29,7 +29,7 @@ def test_valid_commands(text: str, expected: object) -> None:
 INVALID = [
     ("recipes extra", "takes no arguments", []),
     ("presets extra", "takes no arguments", []),
-    ("help stauts", "no help topic 'stauts'; did you mean status?", ["status"]),
+    ("help stauts", "no help topic 'stauts'; did you mean status or outputs?", ["status", "outputs"]),
 ]
 
 

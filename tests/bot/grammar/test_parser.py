@@ -33,7 +33,7 @@ def test_valid_commands(text: str, expected: object) -> None:
 
 
 INVALID = [
-    ("stauts", "no subcommand 'stauts'; did you mean status?", ["status"]),
+    ("stauts", "no subcommand 'stauts'; did you mean status or outputs?", ["status", "outputs"]),
     ("rn recipe=x", "did you mean run?", ["run"]),
     ("x" * 2001, "too long", []),
     ("/FINETUNE stauts", "no subcommand 'stauts'", ["status"]),
