@@ -119,6 +119,13 @@ def handle_command(services: Services, command: Command, *, user: str, channel: 
     if services.runs is None:
         return not_available(command.name, NEEDS_POLYAXON)
     runs = services.runs
+    if isinstance(command, RunCommand) and command.skip_preflight:
+        if services.registry is None:
+            return not_available(command.name, NEEDS_POLYAXON)
+        # Skipping a preflight is an approval: registration's machinery holds the run until approvers agree.
+        return services.registry.skip_preflight(
+            command, user=user, channel=channel, delivery_key=delivery_key
+        ).as_blocks()
     if isinstance(command, RunCommand):
         return runs.submit(command, user=user, channel=channel, delivery_key=delivery_key).as_blocks()
     if isinstance(command, StatusCommand):

@@ -177,13 +177,16 @@ class Delivery(SQLModel, table=True):
 
 
 class ApprovalRequest(SQLModel, table=True):
-    """A request to register one candidate (run + checkpoint digest) as a model version."""
+    """An approval request: register one candidate (run + checkpoint digest) as a model version, or let a held
+    distributed run skip its preflight (`action`). One set of rules for both: approvers, quorum, expiry, audit."""
 
     __tablename__ = "approval_requests"
     __table_args__ = (sa.UniqueConstraint("channel", "message_ts", name="uq_approval_requests_message"),)
 
     id: int | None = Field(default=None, primary_key=True)
     run_id: int = Field(foreign_key="runs.id", index=True)
+    # "register" (a model version) or "skip_preflight" (submit a held distributed run without a preflight).
+    action: str = Field(default="register", max_length=32, sa_column_kwargs={"server_default": "register"})
     model: str = Field(max_length=128)
     version: str | None = Field(default=None, max_length=64)
     requester: str = Field(max_length=32)

@@ -103,8 +103,9 @@ def check_gate(
 ) -> GateVerdict:
     """The gate's verdict for a plan: single-process runs pass; distributed ones need `passed` or `skip`.
 
-    `skip` is `--skip-preflight`; the caller has already refused it from a non-approver. `command` is the
-    preflight to run first (`preflight_command`), quoted in the refusal.
+    `skip` is `--skip-preflight`: never allowed here, it holds the run for approval (the caller has already
+    refused it from a non-approver). `command` is the preflight to run first (`preflight_command`), quoted in
+    the refusal.
     """
     if not plan.distributed:
         return GateVerdict(allowed=True)
@@ -121,7 +122,12 @@ def check_gate(
             },
         )
     if skip:
-        return GateVerdict(allowed=True, validation={"state": "unvalidated", "skipped_by": skipper})
+        # Skipping is an approval like any other (bot.registry.skip): the run is held until approvers agree.
+        return GateVerdict(
+            allowed=False,
+            validation={"state": "awaiting_approval", "requested_by": skipper, "command": command},
+            refusal=f"skipping the preflight of {plan.recipe} needs the approval of other approvers",
+        )
     return GateVerdict(
         allowed=False,
         validation={"state": "needs_preflight", "command": command},

@@ -103,6 +103,8 @@ def _run_line(run: DigestRun) -> str:
         marks += " · preflight"
     if run.validation == "unvalidated":
         marks += " · :warning: *unvalidated* (preflight skipped)"
+    elif run.validation == "awaiting_approval":
+        marks += " · held: preflight skip awaiting approval"
     elif run.validation == "validated":
         marks += " · validated"
     if run.confirmed:

@@ -106,8 +106,11 @@ def _gate_text(plan: Plan) -> str:
         ]
         lines += [f"• {escape(line)}" for line in validation.get("lines") or []]
         return "\n".join(lines)
-    if state == "unvalidated":
-        return head + ":warning: *unvalidated*: `--skip-preflight` (approvers only, audited)"
+    if state == "awaiting_approval":
+        return head + (
+            ":raised_hand: *not validated*: with `--skip-preflight` the run would be held until other approvers "
+            "approve skipping its preflight (quorum, by reaction, audited), then run *unvalidated*"
+        )
     command = validation.get("command")
     text = head + ":no_entry: *not validated*: `run` is refused until a preflight of these pins and presets passes."
     if command:

@@ -188,12 +188,14 @@ Code = Literal[
 class RequestView(BaseModel):
     """What a reaction is judged against."""
 
-    status: Literal["open", "registered", "voided", "expired", "registering"]
+    status: Literal["open", "registered", "voided", "expired", "registering", "granted"]
     requester: str
     run_requester: str
     expires_at: datetime | None = None
     candidate_digest: str
     current_digest: str | None = None  # the candidate's digest now, when known
+    reissue: str = "`/finetune register`"  # the command that asks again (a preflight skip: its `run`)
+    subject: str = "the candidate"  # what a change of voids the request (a preflight skip: the held run)
 
 
 class Verdict(BaseModel):
@@ -235,15 +237,15 @@ def judge_reaction(
         if request.status != "open":
             return Verdict(code="closed")
         return Verdict(code="revokes") if user in already_approved else Verdict(code="not_approved")
-    if request.status == "registered" or request.status == "registering":
+    if request.status in ("registered", "registering", "granted"):
         return Verdict(code="closed")
     if request.status == "voided" or (request.current_digest and request.current_digest != request.candidate_digest):
         return Verdict(
             code="voided",
-            reason="this request was voided: the candidate changed after it was made; re-issue `/finetune register`",
+            reason=f"this request was voided: {request.subject} changed after it was made; re-issue {request.reissue}",
         )
     if request.status == "expired" or (request.expires_at is not None and request.expires_at <= now):
-        return Verdict(code="expired", reason="this request has expired; re-issue `/finetune register`")
+        return Verdict(code="expired", reason=f"this request has expired; re-issue {request.reissue}")
     if user in (request.requester, request.run_requester):
         whose = "their own request" if user == request.requester else "a run they started"
         return Verdict(code="self_approval", reason=f"<@{user}> can't approve {whose}")

@@ -16,6 +16,8 @@ from sqlalchemy.exc import IntegrityError
 from bot.registry.candidate import fresh_digest
 from bot.registry.deps import RegistryDeps
 from bot.registry.policy import RequestView, Verdict, judge_reaction
+from bot.registry.skip import ACTION as SKIP
+from bot.registry.skip import ask_again, skip_digest
 from bot.registry.states import RequestStates
 from storage import repos
 from storage.models import ApprovalRequest, Run
@@ -82,7 +84,7 @@ class ReactionJudge:
             request, run, added=added, on_request=on_request, user=user, reaction=reaction, approved=approved
         )
         if verdict.counts:
-            fresh = fresh_digest(self.deps, run)
+            fresh = skip_digest(run) if request.action == SKIP else fresh_digest(self.deps, run)
             if fresh is not None and fresh != request.candidate_digest:
                 self.states.void(request, run, new_digest=fresh)
                 verdict = self.judge(
@@ -116,6 +118,8 @@ class ReactionJudge:
             expires_at=request.expires_at,
             candidate_digest=request.candidate_digest,
             current_digest=current_digest,
+            reissue=f"`{ask_again(run)}`" if request.action == SKIP else "`/finetune register`",
+            subject="the held run" if request.action == SKIP else "the candidate",
         )
         return judge_reaction(
             added=added,
@@ -166,6 +170,8 @@ class ReactionJudge:
                 )
         elif verdict.code == "expired" and request.status == "open":
             self.states.expire(request, run)
+        elif verdict.code == "closed" and request.status == "granted":
+            reason = f"`{request.model}` was approved already: <@{user}>'s :{reaction}: changes nothing"
         elif verdict.code == "closed" and request.status == "registered":
             with self.deps.runs.sessions() as s:
                 registration = repos.registration_for_request(s, request_id=request_id)

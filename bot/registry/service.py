@@ -11,14 +11,17 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.grammar import RegisterCommand, TraceCommand
+from bot.grammar import RegisterCommand, RunCommand, TraceCommand
 from bot.registry.deps import RegistryDeps
 from bot.registry.reactions import ReactionJudge
 from bot.registry.register import RequestMaker
 from bot.registry.registration import Registrar
+from bot.registry.skip import ACTION as SKIP
+from bot.registry.skip import SkipRequests
 from bot.registry.states import RequestStates
 from bot.registry.trace import Tracer
 from bot.runs import Reply, RunService
+from storage import repos
 
 if TYPE_CHECKING:
     from bot.polyaxon import PolyaxonGateway
@@ -42,7 +45,9 @@ class RegistrationService:
         self.states = RequestStates(self.deps)
         self.registrar = Registrar(self.deps, self.states)
         self.requests = RequestMaker(self.deps, self.states)
-        self.reactions = ReactionJudge(self.deps, self.states, on_quorum=self.registrar.maybe_register)
+        self.skips = SkipRequests(self.deps)
+        self.states.on_expired = self.skips.expired
+        self.reactions = ReactionJudge(self.deps, self.states, on_quorum=self._on_quorum)
         self.tracer = Tracer(self.deps)
 
     @property
@@ -67,6 +72,19 @@ class RegistrationService:
         """`/finetune register RUN model=NAME`."""
         return self.requests.register(cmd, user=user, channel=channel)
 
+    def skip_preflight(self, cmd: RunCommand, *, user: str, channel: str, delivery_key: str) -> Reply:
+        """`/finetune run … --skip-preflight`: hold the run for approvers (registration's rules)."""
+        return self.skips.request(cmd, user=user, channel=channel, delivery_key=delivery_key)
+
+    def _on_quorum(self, request_id: int) -> None:
+        """An approval counted: carry out what the request asks once its quorum is there."""
+        with self.deps.runs.sessions() as s:
+            request = repos.get_approval_request(s, request_id=request_id)
+        if request is not None and request.action == SKIP:
+            self.skips.release(request_id)
+        else:
+            self.registrar.maybe_register(request_id)
+
     def on_reaction(self, event: dict[str, Any]) -> None:
         """Judge one reaction_added / reaction_removed; reactions unrelated to approval requests are ignored."""
         self.reactions.on_reaction(event)
@@ -80,5 +98,6 @@ class RegistrationService:
         return self.states.expire_due()
 
     def retry_pending(self) -> int:
-        """Register requests left approved or claimed by a process that died; how many now."""
-        return self.registrar.retry_pending()
+        """Register requests left approved or claimed by a process that died, and submit held runs whose skip
+        was granted by one; how many now."""
+        return self.registrar.retry_pending() + self.skips.retry_pending()

@@ -6,7 +6,11 @@ a re-issued command can race and exactly one of them tells the thread.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from bot.registry.deps import RegistryDeps
+from bot.registry.skip import ACTION as SKIP
+from bot.registry.skip import ask_again
 from storage import repos
 from storage.models import ApprovalRequest, Run
 
@@ -16,6 +20,8 @@ class RequestStates:
 
     def __init__(self, deps: RegistryDeps) -> None:
         self.deps = deps
+        # Called once a request is closed as expired (a preflight skip cancels its held run).
+        self.on_expired: Callable[[ApprovalRequest, Run], None] | None = None
 
     def reopen(self, request: ApprovalRequest) -> bool:
         """Approved but not yet registering -> open again; False once a registration attempt has claimed it."""
@@ -41,10 +47,11 @@ class RequestStates:
             self.deps.runs.thread.post_thread(
                 run,
                 f":hourglass: The approval request for `{request.model}` expired unapproved "
-                f"({count}/{request.quorum} approvals). To ask again: "
-                f"`/finetune register {run.name} model={request.model}`.",
+                f"({count}/{request.quorum} approvals). To ask again: `{reissue(request, run)}`.",
                 purpose="approval_expired",
             )
+            if self.on_expired is not None:
+                self.on_expired(request, run)
         return closed
 
     def expire_due(self) -> int:
@@ -68,10 +75,15 @@ class RequestStates:
             from_statuses=from_statuses,
             error=f"candidate changed: {digests}",
             audit=f"candidate digest {digests}",
-            told=f":no_entry: The approval request for `{request.model}` is *voided*: the candidate changed after it "
-            f"was made (digest `{request.candidate_digest[:12]}` → `{new_digest[:12]}`: new checkpoint, "
-            f"re-evaluation or different artifacts). Its approvals no longer count; re-issue "
-            f"`/finetune register {run.name} model={request.model}`.",
+            told=f":no_entry: The approval request for `{request.model}` is *voided*: "
+            + (
+                "the held run changed after it was made (cancelled or re-planned). "
+                if request.action == SKIP
+                else "the candidate changed after it was made "
+                f"(digest `{request.candidate_digest[:12]}` → `{new_digest[:12]}`: new checkpoint, "
+                "re-evaluation or different artifacts). "
+            )
+            + f"Its approvals no longer count; re-issue `{reissue(request, run)}`.",
         )
 
     def void_request(
@@ -100,3 +112,10 @@ class RequestStates:
         if voided:
             self.deps.runs.thread.post_thread(run, told, purpose="approval_voided")
         return voided
+
+
+def reissue(request: ApprovalRequest, run: Run) -> str:
+    """The command that asks for the same approval again."""
+    if request.action == SKIP:
+        return ask_again(run)
+    return f"/finetune register {run.name} model={request.model}"

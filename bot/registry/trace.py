@@ -22,7 +22,10 @@ def validation_lines(run: Run) -> list[str]:
             f"(passed {escape(str(validation.get('passed_at') or ''))}){': ' + checks if checks else ''}"
         )
     elif validation.get("state") == "unvalidated":
-        lines.append(f":warning: *Unvalidated*: preflight skipped by <@{validation.get('skipped_by')}>")
+        approvers = ", ".join(f"<@{a}>" for a in validation.get("approved_by") or []) or "nobody"
+        lines.append(
+            f":warning: *Unvalidated*: preflight skipped by <@{validation.get('skipped_by')}>, approved by {approvers}"
+        )
     if run.outputs_confirmed_at is not None:
         lines.append(f"*Outputs confirmed* {run.outputs_confirmed_at:%Y-%m-%d %H:%M} UTC (read back and checked)")
     return lines

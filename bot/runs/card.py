@@ -14,6 +14,7 @@ from storage.models import Run
 
 STATUS_EMOJI = {
     "submitting": ":hourglass_flowing_sand:",
+    "awaiting_approval": ":raised_hand:",
     "pending_submit": ":hourglass:",
     "submit_failed": ":no_entry:",
     "created": ":new:",
@@ -186,9 +187,17 @@ def _gate_lines(view: CardView) -> list[str]:
     state = (view.validation or {}).get("state")
     if state == "validated" and view.validation is not None:
         lines.append(f":shield: *Validated* by preflight `{escape(str(view.validation.get('preflight')))}`")
+    elif state == "awaiting_approval":
+        who = (view.validation or {}).get("requested_by")
+        lines.append(
+            f":raised_hand: *Held*: <@{who}> asked to skip the preflight; approvers decide on the request in its thread"
+        )
     elif state == "unvalidated":
-        who = (view.validation or {}).get("skipped_by")
-        lines.append(f":warning: *Unvalidated*: `--skip-preflight` by <@{who}>")
+        validation = view.validation or {}
+        approvers = ", ".join(f"<@{a}>" for a in validation.get("approved_by") or []) or "nobody"
+        lines.append(
+            f":warning: *Unvalidated*: preflight skipped by <@{validation.get('skipped_by')}>, approved by {approvers}"
+        )
     if view.confirmed:
         lines.append(":white_check_mark: *Outputs confirmed*: read back from Polyaxon and checked")
     elif view.outputs_problems:

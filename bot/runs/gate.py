@@ -76,8 +76,3 @@ class PreflightGate:
     def command(plan: Plan, cmd: RunCommand) -> str:
         """The `/finetune preflight` that would validate this plan."""
         return preflight_command(plan, dict(cmd.overrides), dict(cmd.written))
-
-    @staticmethod
-    def command_for(plan: Plan, overrides: dict[str, Any]) -> str:
-        """The same, from a stored run's overrides."""
-        return preflight_command(plan, overrides, {})

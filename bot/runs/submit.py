@@ -47,8 +47,9 @@ class Submitter:
         if not self.deps.people.may_run(user):
             raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
         plan = self.plan(cmd)
-        forced = self._memory_gate(plan, cmd, user)
-        verdict = self.gate.verdict(plan, cmd, user=user)
+        forced = self.memory_gate(plan, cmd, user)
+        # Skipping a preflight is an approval (bot.registry.skip): here the gate is never skipped.
+        verdict = self.gate.verdict(plan, cmd.model_copy(update={"skip_preflight": False}), user=user)
         if not verdict.allowed:
             raise RunError(verdict.refusal or "refused by the preflight gate")
         plan.validation = verdict.validation
@@ -73,8 +74,13 @@ class Submitter:
         channel: str,
         delivery_key: str,
         forced: bool = False,
+        hold: bool = False,
     ) -> tuple[Reply, Run | None]:
-        """Record, post the card, submit; failures are told in the card's thread. The run, None when it existed."""
+        """Record, post the card, submit; failures are told in the card's thread. The run, None when it existed.
+
+        `hold` records and cards the run as `awaiting_approval` with its operation, and submits nothing: an
+        approval (a preflight skip) releases it through `submit_to_polyaxon`.
+        """
         prefix = plan.recipe if plan.kind == "train" else f"{plan.recipe}-{plan.kind}"
         name = run_name_for(prefix, delivery_key)
         with self.deps.sessions() as s:
@@ -97,7 +103,7 @@ class Submitter:
                 eval_contract_hash=plan.eval_contract_hash,
                 requester=user,
                 channel=channel,
-                status="submitting",
+                status="awaiting_approval" if hold else "submitting",
                 validation=plan.validation,
                 # Kept until Polyaxon has it: a process that dies before submitting leaves it for the next tick.
                 pending_operation={"operation": plan.operation, "tags": list(plan.tags)},
@@ -116,16 +122,6 @@ class Submitter:
                     detail=f"submitted over the memory estimate: {plan.memory.summary()}",
                     run_id=run.id,
                 )
-            if (plan.validation or {}).get("state") == "unvalidated":
-                repos.add_audit(
-                    s,
-                    user=user,
-                    channel=channel,
-                    command=f"run recipe={plan.recipe} --skip-preflight",
-                    outcome="ok",
-                    detail=f"distributed run submitted without a passed preflight (gate {plan.gate_key})",
-                    run_id=run.id,
-                )
         self.thread.post_card(run)
         if forced and plan.memory is not None:
             self.thread.post_thread(
@@ -134,21 +130,16 @@ class Submitter:
                 f"{escape(plan.memory.summary())}",
                 purpose="forced",
             )
-        if (plan.validation or {}).get("state") == "unvalidated":
-            self.thread.post_thread(
-                run,
-                f":warning: *Unvalidated*: submitted with `--skip-preflight` by <@{user}>; no preflight of these "
-                f"pins and presets has passed. Validate with `{escape(PreflightGate.command_for(plan, overrides))}`.",
-                purpose="unvalidated",
-            )
         for warning in plan.warnings:
             self.thread.post_thread(run, f":warning: {escape(warning)}", purpose="warning")
+        if hold:
+            return Reply(text=f"`{name}` is recorded and held."), run
         self.submit_to_polyaxon(run, plan.operation, plan.tags)
         extra = "".join(f"\n{escape(note)}" for note in notes)
         what = "a preflight of " if plan.kind == "preflight" else ""
         return Reply(text=f"Planned {what}{plan.recipe} as `{name}`; the card is in <#{channel}>.{extra}"), run
 
-    def _memory_gate(self, plan: Plan, cmd: RunCommand, user: str) -> bool:
+    def memory_gate(self, plan: Plan, cmd: RunCommand, user: str) -> bool:
         """Refuse a run whose memory estimate does not fit its presets, unless an approver forces it; forced?"""
         if not plan.over_memory_budget:
             return False

@@ -59,6 +59,7 @@ from storage.repos.registrations import (
 from storage.repos.runs import (
     ACTIVE_STATUSES,
     TERMINAL_STATUSES,
+    claim_held_run,
     create_run,
     find_runs,
     get_run,
@@ -84,6 +85,7 @@ __all__ = [
     "claim_approval_request",
     "claim_delivery",
     "claim_digest_slot",
+    "claim_held_run",
     "complete_digest_post",
     "confirmed_run_with_pins",
     "create_approval_request",

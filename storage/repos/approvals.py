@@ -80,9 +80,12 @@ def list_approval_requests(
     run_id: int | None = None,
     model: str | None = None,
     expires_by: datetime | None = None,
+    action: str | None = None,
 ) -> Sequence[ApprovalRequest]:
-    """Approval requests, oldest first, filtered by status, run, model and expiry at or before `expires_by`."""
+    """Approval requests, oldest first, filtered by status, run, model, action and expiry at or before `expires_by`."""
     stmt = select(ApprovalRequest)
+    if action is not None:
+        stmt = stmt.where(ApprovalRequest.action == action)
     if expires_by is not None:
         stmt = stmt.where(col(ApprovalRequest.expires_at).is_not(None), col(ApprovalRequest.expires_at) <= expires_by)
     if statuses is not None:
@@ -100,10 +103,11 @@ def registration_work(session: Session) -> Sequence[ApprovalRequest]:
     Registered-and-told requests (all of history) are left in the database, so a tick's cost stays flat.
     """
     stmt = select(ApprovalRequest).where(
+        ApprovalRequest.action == "register",
         or_(
             col(ApprovalRequest.status).in_(["approved", "registering"]),
             (col(ApprovalRequest.status) == "registered") & col(ApprovalRequest.recorded_at).is_(None),
-        )
+        ),
     )
     return session.exec(stmt.order_by(col(ApprovalRequest.id))).all()
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement
+from sqlalchemy import ColumnElement, update
 from sqlalchemy import select as sql_select
 from sqlmodel import Session, col, or_, select
 
@@ -31,6 +31,7 @@ ACTIVE_STATUSES = frozenset(
         "on_schedule",
         "stopping",
         "resuming",
+        "awaiting_approval",
     }
 )
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "stopped", "skipped", "upstream_failed", "done", "submit_failed"})
@@ -148,3 +149,14 @@ def lineage_roots(session: Session, *, run_ids: Sequence[int]) -> dict[int, int]
     chain = chain.union_all(step)
     rows = session.execute(sql_select(chain.c.start_id, chain.c.id).where(chain.c.parent.is_(None))).all()
     return {int(start): int(root) for start, root in rows}
+
+
+def claim_held_run(session: Session, *, run_id: int, from_status: str, validation: dict[str, Any]) -> bool:
+    """Move a held run to `submitting` with its validation, in one conditional UPDATE: exactly one caller wins."""
+    result = session.execute(
+        update(Run)
+        .where(col(Run.id) == run_id, col(Run.status) == from_status)
+        .values(status="submitting", validation=validation, updated_at=utcnow())
+    )
+    session.commit()
+    return bool(getattr(result, "rowcount", 0))

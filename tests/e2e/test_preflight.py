@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -21,13 +22,16 @@ from tests.fixtures.slack import wait_for
 
 pytestmark = [pytest.mark.polyaxon, pytest.mark.trainer]
 
+CAROL = "U0CAROL01"  # a second approver
+APPROVE = "white_check_mark"
+
 
 @pytest.fixture(scope="module")
 def live_bot(
     polyaxon_stack: LocalPolyaxonStack, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveBot]:
-    """One bot for this module (BOB approves)."""
-    with start_live_bot(polyaxon_stack, tmp_path_factory.mktemp("preflight"), approvers=[BOB]) as bot:
+    """One bot for this module (BOB and CAROL approve)."""
+    with start_live_bot(polyaxon_stack, tmp_path_factory.mktemp("preflight"), approvers=[BOB, CAROL]) as bot:
         yield bot
 
 
@@ -124,14 +128,41 @@ def test_a_distributed_run_waits_for_its_preflight_which_passes_and_unlocks_it(l
     live_bot.command(f"stop {started}")
 
 
-def test_an_approver_may_skip_the_preflight_audited_and_shown_unvalidated(live_bot: LiveBot) -> None:
-    name = run_name_in(live_bot.command("run recipe=sft-tiny-ddp batch_size=2 --skip-preflight", user=BOB))
+def test_skipping_a_preflight_is_an_approval_by_other_approvers_audited_and_shown_unvalidated(
+    live_bot: LiveBot,
+) -> None:
+    sent = live_bot.command("run recipe=sft-tiny-ddp batch_size=2 --skip-preflight", user=BOB)
+    reply = reply_text(sent)
+    assert "is held" in reply and "other approvers" in reply, reply
+    name = run_name_in(sent)
     run = live_bot.run_named(name)
-    assert run.validation == {"state": "unvalidated", "skipped_by": BOB}
-    assert "Unvalidated" in reply_text(live_bot.card(run))
+    assert run.status == "awaiting_approval" and run.polyaxon_uuid is None
+    assert "Held" in reply_text(live_bot.card(run))
+    with live_bot.runtime.services.sessions() as s:
+        [request] = repos.list_approval_requests(s, run_id=run.id)
+    assert request.action == "skip_preflight" and request.message_ts
+
+    def react(user: str) -> None:
+        sent = live_bot.sender.reaction(
+            "reaction_added", user=user, channel=CHANNEL, ts=str(request.message_ts), reaction=APPROVE
+        )
+        assert sent.status == 200
+
+    react(BOB)  # the requester: never counts
+    react(ALICE)  # not an approver
+    wait_for(lambda: "can't approve their own request" in thread_text(live_bot, run), timeout=30)
+    wait_for(lambda: "is not an approver" in thread_text(live_bot, run), timeout=30)
+    assert live_bot.run_named(name).status == "awaiting_approval"
+    react(CAROL)  # another approver: quorum 1, the run goes to Polyaxon
+    run = wait_for(lambda: (r := live_bot.run_named(name)).polyaxon_uuid and r, timeout=60, interval=0.5)
+    assert run.validation is not None and run.validation["state"] == "unvalidated"
+    assert run.validation["skipped_by"] == BOB and run.validation["approved_by"] == [CAROL]
+    card = reply_text(live_bot.card(run))
+    assert "Unvalidated" in card and CAROL in card, card
     with live_bot.runtime.services.sessions() as s:
         audit = [a.command for a in repos.list_audit_for_run(s, run_id=run.id or 0)]
-    assert "run recipe=sft-tiny-ddp --skip-preflight" in audit, audit
+        assert repos.get_approval_request(s, request_id=request.id or 0).status == "granted"  # type: ignore[union-attr]
+    assert "run recipe=sft-tiny-ddp --skip-preflight" in audit and f"skip preflight of {name}" in audit, audit
     live_bot.command(f"stop {name}", user=BOB)
 
 
@@ -153,3 +184,35 @@ def test_a_preflight_whose_workers_never_join_fails_its_communication_line(live_
     assert lines["communication"]["ok"] is False, row.report
     assert "never joined" in lines["communication"]["summary"] or "answered" in lines["communication"]["summary"]
     assert "Preflight failed" in thread_text(live_bot, run)
+
+
+def test_a_skip_request_that_expires_cancels_its_held_run_and_a_cancelled_one_voids_its_request(
+    live_bot: LiveBot,
+) -> None:
+    services = live_bot.runtime.services
+    assert services.registry is not None
+    held = [
+        run_name_in(live_bot.command(f"run recipe=sft-tiny-ddp batch_size={size} --skip-preflight", user=BOB))
+        for size in (3, 5)  # batch sizes no preflight validated
+    ]
+    runs = [live_bot.run_named(name) for name in held]
+    with services.sessions() as s:
+        requests = [repos.list_approval_requests(s, run_id=run.id)[0] for run in runs]
+        # The first request's time is up.
+        expired = repos.get_approval_request(s, request_id=requests[0].id or 0)
+        assert expired is not None
+        repos.update_approval_request(s, expired, expires_at=services.clock() - timedelta(minutes=1))
+        s.commit()
+    assert services.registry.expire_due() == 1
+    first = live_bot.wait_status(held[0], {"skipped"}, timeout=30)
+    assert "expired unapproved" in thread_text(live_bot, first) and first.polyaxon_uuid is None
+    # The second held run is cancelled by its requester: its request no longer stands for anything.
+    live_bot.command(f"stop {held[1]}", user=BOB)
+    live_bot.wait_status(held[1], {"stopped"}, timeout=30)
+    sent = live_bot.sender.reaction(
+        "reaction_added", user=CAROL, channel=CHANNEL, ts=str(requests[1].message_ts), reaction=APPROVE
+    )
+    assert sent.status == 200
+    wait_for(lambda: "voided" in thread_text(live_bot, runs[1]), timeout=30)
+    second = live_bot.run_named(held[1])
+    assert second.status == "stopped" and second.polyaxon_uuid is None

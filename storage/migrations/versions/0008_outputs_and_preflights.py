@@ -1,4 +1,5 @@
-"""Runs can be confirmed (outputs read back and checked), validated by a preflight, or be one.
+"""Runs can be confirmed (outputs read back and checked), validated by a preflight, or be one; an approval
+request says what it approves (registration, or skipping a preflight).
 
 Revision ID: 0008
 Revises: 0007
@@ -24,6 +25,9 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("outputs_confirmed_at", sa.DateTime(timezone=True), nullable=True))
         batch_op.add_column(sa.Column("outputs_check", sa.JSON(), nullable=True))
         batch_op.add_column(sa.Column("validation", sa.JSON(), nullable=True))
+
+    with op.batch_alter_table("approval_requests", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("action", sa.String(length=32), nullable=False, server_default="register"))
 
     op.create_table(
         "preflights",
@@ -54,6 +58,8 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f("ix_preflights_status"))
         batch_op.drop_index(batch_op.f("ix_preflights_gate_key"))
     op.drop_table("preflights")
+    with op.batch_alter_table("approval_requests", schema=None) as batch_op:
+        batch_op.drop_column("action")
     with op.batch_alter_table("runs", schema=None) as batch_op:
         batch_op.drop_column("validation")
         batch_op.drop_column("outputs_check")

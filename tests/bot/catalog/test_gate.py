@@ -30,14 +30,15 @@ def test_a_distributed_run_is_refused_naming_the_preflight_to_run(catalog: Catal
     assert "checkpoint recovery" in verdict.refusal and "2 ranks" in verdict.refusal
 
 
-def test_a_passed_preflight_validates_and_a_skip_is_unvalidated(catalog: Catalog) -> None:
+def test_a_passed_preflight_validates_and_a_skip_waits_for_approval(catalog: Catalog) -> None:
     ddp = plan(catalog, "sft-tiny-ddp")
     passed = PassedPreflight(run_name="sft-tiny-ddp-preflight-1", finished_at="2026-12-03T10:00:00+00:00")
     ok = check_gate(ddp, passed, skip=False, skipper=None, command="x")
     assert ok.allowed and ok.validation is not None and ok.validation["state"] == "validated"
     assert ok.validation["preflight"] == "sft-tiny-ddp-preflight-1"
     skipped = check_gate(ddp, None, skip=True, skipper="UAPPROVER", command="x")
-    assert skipped.allowed and skipped.validation == {"state": "unvalidated", "skipped_by": "UAPPROVER"}
+    assert not skipped.allowed, "a skip is an approval of other approvers, never granted by the gate"
+    assert skipped.validation == {"state": "awaiting_approval", "requested_by": "UAPPROVER", "command": "x"}
 
 
 def test_the_gate_key_changes_with_pins_presets_and_memory_params_only(catalog: Catalog) -> None:
