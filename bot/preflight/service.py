@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.grammar import PreflightCommand, RunCommand
 from bot.preflight.report import memory_refused_report, missing_report, render_report
@@ -23,6 +23,9 @@ from bot.slack.blocks import escape
 from storage import repos
 from storage.models import Preflight, Run
 from storage.repos.runs import TERMINAL_STATUSES
+
+if TYPE_CHECKING:
+    from bot.catalog import Plan
 
 log = logging.getLogger(__name__)
 
@@ -48,35 +51,29 @@ class PreflightService:
         plan = self.deps.catalog.plan_preflight(run_cmd)
         if plan.over_memory_budget and plan.memory is not None:
             report = memory_refused_report(plan.memory.summary(), plan.fitting_presets)
-            with self.deps.sessions() as s:
-                row = repos.create_preflight(
-                    s,
-                    gate_key=plan.gate_key,
-                    recipe_name=plan.recipe,
-                    presets=plan.presets,
-                    pins=plan.pins,
-                    requester=user,
-                    channel=channel,
-                )
-                repos.finish_preflight(s, row, status="failed", report=report)
+            self._record(plan, user=user, channel=channel, run=None, report=report)
             lines = "\n".join(f"• {escape(line)}" for line in report_lines(report))
             raise RunError(f"Preflight of `{plan.recipe}` failed before submission (nothing was submitted):\n{lines}")
-        reply, run = self.submitter.start(
-            plan, overrides=dict(cmd.overrides), notes=cmd.notes, user=user, channel=channel, delivery_key=delivery_key
-        )
+        reply, run = self.submitter.start_command(plan, run_cmd, user=user, channel=channel, delivery_key=delivery_key)
         if run is not None:
-            with self.deps.sessions() as s:
-                repos.create_preflight(
-                    s,
-                    gate_key=plan.gate_key,
-                    recipe_name=plan.recipe,
-                    presets=plan.presets,
-                    pins=plan.pins,
-                    run_id=run.id,
-                    requester=user,
-                    channel=channel,
-                )
+            self._record(plan, user=user, channel=channel, run=run, report=None)
         return reply
+
+    def _record(self, plan: Plan, *, user: str, channel: str, run: Run | None, report: dict[str, Any] | None) -> None:
+        """Store the preflight of this gate key: running with its run, or failed at once with its report."""
+        with self.deps.sessions() as s:
+            row = repos.create_preflight(
+                s,
+                gate_key=plan.gate_key,
+                recipe_name=plan.recipe,
+                presets=plan.presets,
+                pins=plan.pins,
+                run_id=run.id if run is not None else None,
+                requester=user,
+                channel=channel,
+            )
+            if report is not None:
+                repos.finish_preflight(s, row, status="failed", report=report)
 
     def settle(self) -> int:
         """Settle every preflight whose run has ended: store its report, post it once; how many were settled."""

@@ -67,29 +67,16 @@ class SkipRequests:
         needed = submitter.gate.verdict(plan, cmd.model_copy(update={"skip_preflight": False}), user=user)
         if needed.allowed:  # single-process, or a preflight passed: there is nothing to skip
             plan.validation = needed.validation
-            reply, _ = submitter.start(
-                plan,
-                overrides=dict(cmd.overrides),
-                notes=cmd.notes,
-                user=user,
-                channel=channel,
-                delivery_key=delivery_key,
-                forced=forced,
+            reply, _ = submitter.start_command(
+                plan, cmd, user=user, channel=channel, delivery_key=delivery_key, forced=forced
             )
             why = "a preflight of these pins and presets has passed" if plan.distributed else "it is not distributed"
             return Reply(text=f"{reply.text}\n`--skip-preflight` was not needed: {why}.")
         submitter.gate.verdict(plan, cmd, user=user)  # refuses a non-approver, naming the preflight to run
         command = submitter.gate.command(plan, cmd)
         plan.validation = {"state": HELD, "requested_by": user, "command": command, "gate_key": plan.gate_key}
-        reply, run = submitter.start(
-            plan,
-            overrides=dict(cmd.overrides),
-            notes=cmd.notes,
-            user=user,
-            channel=channel,
-            delivery_key=delivery_key,
-            forced=forced,
-            hold=True,
+        reply, run = submitter.start_command(
+            plan, cmd, user=user, channel=channel, delivery_key=delivery_key, forced=forced, hold=True
         )
         if run is None:  # the same delivery again
             return reply

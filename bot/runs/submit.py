@@ -53,16 +53,22 @@ class Submitter:
         if not verdict.allowed:
             raise RunError(verdict.refusal or "refused by the preflight gate")
         plan.validation = verdict.validation
-        reply, _ = self.start(
+        reply, _ = self.start_command(plan, cmd, user=user, channel=channel, delivery_key=delivery_key, forced=forced)
+        return reply
+
+    def start_command(
+        self, plan: Plan, cmd: RunCommand, *, user: str, channel: str, delivery_key: str, **options: bool
+    ) -> tuple[Reply, Run | None]:
+        """`start` with the command's overrides and notes (`options`: `forced`, `hold`)."""
+        return self.start(
             plan,
             overrides=dict(cmd.overrides),
             notes=cmd.notes,
             user=user,
             channel=channel,
             delivery_key=delivery_key,
-            forced=forced,
+            **options,
         )
-        return reply
 
     def start(
         self,
