@@ -16,10 +16,9 @@ USAGE = "run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force
 PREFLIGHT_USAGE = "preflight recipe=NAME [preset=P[,P2…]] [KEY=VALUE …]"
 
 
-class RunCommand(_Command):
-    """`run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force] [--skip-preflight]`."""
+class RecipeCommand(_Command):
+    """What `run` and `preflight` share: a recipe, its presets and training overrides."""
 
-    name: Literal["run"] = "run"
     recipe: str
     presets: list[str] = Field(default_factory=list)
     overrides: dict[str, Scalar] = Field(default_factory=dict)
@@ -28,22 +27,24 @@ class RunCommand(_Command):
     written: dict[str, str] = Field(default_factory=dict)
     # What the parser read differently from what was typed (names lower-cased), said once in the reply.
     notes: list[str] = Field(default_factory=list)
+
+
+class RunCommand(RecipeCommand):
+    """`run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force] [--skip-preflight]`."""
+
+    name: Literal["run"] = "run"
     dry_run: bool = False
     # Submit although the memory estimate is over budget; approvers only (the run service enforces it).
     force: bool = False
-    # Submit a distributed run without a passed preflight; approvers only, audited, shown as unvalidated.
+    # Ask to run a distributed recipe without a passed preflight: approvers only; the run is held until other
+    # approvers approve it (bot.registry.skip), then shown as unvalidated.
     skip_preflight: bool = False
 
 
-class PreflightCommand(_Command):
+class PreflightCommand(RecipeCommand):
     """`preflight recipe=NAME [preset=P[,P2…]] [KEY=VALUE …]`: validate a recipe before a distributed run."""
 
     name: Literal["preflight"] = "preflight"
-    recipe: str
-    presets: list[str] = Field(default_factory=list)
-    overrides: dict[str, Scalar] = Field(default_factory=dict)
-    written: dict[str, str] = Field(default_factory=dict)
-    notes: list[str] = Field(default_factory=list)
 
 
 def _parse_presets(raw: str) -> tuple[list[str], list[str]]:

@@ -45,9 +45,7 @@ class PreflightService:
         """Compile and submit the preflight; an estimate that cannot fit fails it at once, with nothing submitted."""
         if not self.deps.people.may_run(user):
             raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
-        run_cmd = RunCommand(
-            recipe=cmd.recipe, presets=cmd.presets, overrides=cmd.overrides, written=cmd.written, notes=cmd.notes
-        )
+        run_cmd = RunCommand(**cmd.model_dump(exclude={"name"}))
         plan = self.deps.catalog.plan_preflight(run_cmd)
         if plan.over_memory_budget and plan.memory is not None:
             report = memory_refused_report(plan.memory.summary(), plan.fitting_presets)
