@@ -135,6 +135,7 @@ def check_gate(
             f"{plan.recipe} is distributed ({plan.expected_world_size} ranks on "
             f"{', '.join(plan.presets) or 'its presets'}) and no preflight of these pins and presets has passed. "
             f"Run first:\n`{command}`\nIt checks {WHAT_A_PREFLIGHT_CHECKS}, in a few short steps. "
-            "An approver may submit without it with `--skip-preflight` (audited; the run shows as unvalidated)."
+            "An approver may ask to skip it with `--skip-preflight`: the run is then held until other approvers "
+            "approve it (audited), and shows as unvalidated."
         ),
     )

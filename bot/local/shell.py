@@ -9,7 +9,7 @@ over real signed HTTP), then reads lines from the terminal or a script, like Hub
     -white_check_mark [TS|last]          a reaction_removed
     as bob                               act as another member of the workspace (alice, bob, carol;
                                          bob and carol approve unless FINETUNE_APPROVERS says otherwise)
-    wait [SECONDS]                       wait until no run is active (for scripts; default 600 s)
+    wait [SECONDS]                       wait until no run is active and every preflight reported (default 600 s)
     sleep SECONDS                        pause
     help, quit
 
@@ -173,7 +173,8 @@ class Shell:
         return done
 
     def wait_idle(self, timeout_s: float) -> bool:
-        """Wait until the bot has no active run (and has told the last transition); False on timeout."""
+        """Wait until the bot has no active run, has told the last transition and has settled every preflight
+        (its report posted); False on timeout."""
         deadline = time.monotonic() + timeout_s
         self.drain(min(timeout_s, DRAIN_TIMEOUT_S))  # a run just asked for is then in the database
         active: list[Any] = []
@@ -181,7 +182,8 @@ class Shell:
             with self.runtime.services.sessions() as s:
                 active = list(repos.list_active_runs(s))
                 unposted = list(repos.unposted_status_events(s))
-            if not active and not unposted:
+                unsettled = list(repos.running_preflights(s))
+            if not active and not unposted and not unsettled:
                 self.drain(max(1.0, deadline - time.monotonic()), quiet=True)
                 return True
             time.sleep(1.0)

@@ -120,6 +120,9 @@ class Watcher:
             except GatewayError as exc:
                 log.warning("watcher: run %s: %s", run.name, exc)
                 stats.errors.append(f"{run.name}: {exc}")
+        if self.preflights is not None:
+            # A preflight that ended in this tick is settled in it: its report is the gate's evidence at once.
+            stats.transitions += self.preflights.settle()
         stats.seconds = time.perf_counter() - started
         return stats
 
