@@ -53,8 +53,12 @@ class PreflightService:
             lines = "\n".join(f"• {escape(line)}" for line in report_lines(report))
             raise RunError(f"Preflight of `{plan.recipe}` failed before submission (nothing was submitted):\n{lines}")
         reply, run = self.submitter.start_command(plan, run_cmd, user=user, channel=channel, delivery_key=delivery_key)
-        if run is not None:
-            self._record(plan, user=user, channel=channel, run=run, report=None)
+        if run is None:  # the same delivery again: record the preflight a crash may have kept it from recording
+            run = self.submitter.existing(plan, delivery_key)
+            with self.deps.sessions() as s:
+                if run is None or repos.preflight_for_run(s, run_id=run.id or 0) is not None:
+                    return reply
+        self._record(plan, user=user, channel=channel, run=run, report=None)
         return reply
 
     def _record(self, plan: Plan, *, user: str, channel: str, run: Run | None, report: dict[str, Any] | None) -> None:

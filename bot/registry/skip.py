@@ -78,8 +78,12 @@ class SkipRequests:
         reply, run = submitter.start_command(
             plan, cmd, user=user, channel=channel, delivery_key=delivery_key, forced=forced, hold=True
         )
-        if run is None:  # the same delivery again
-            return reply
+        if run is None:  # the same delivery again: post the request a crash may have kept it from posting
+            run = submitter.existing(plan, delivery_key)
+            with runs.sessions() as s:
+                asked = run is None or bool(repos.list_approval_requests(s, run_id=run.id, action=ACTION))
+            if asked or run is None or run.status != HELD:
+                return reply
         self._post_request(run, user=user, command=command)
         quorum = self.deps.quorum
         return Reply(

@@ -56,6 +56,17 @@ class Submitter:
         reply, _ = self.start_command(plan, cmd, user=user, channel=channel, delivery_key=delivery_key, forced=forced)
         return reply
 
+    @staticmethod
+    def name_for(plan: Plan, delivery_key: str) -> str:
+        """The run name a delivery gives this plan (a preflight's says so)."""
+        prefix = plan.recipe if plan.kind == "train" else f"{plan.recipe}-{plan.kind}"
+        return run_name_for(prefix, delivery_key)
+
+    def existing(self, plan: Plan, delivery_key: str) -> Run | None:
+        """The run this delivery already started, if any (a delivery carried out again after a crash)."""
+        with self.deps.sessions() as s:
+            return repos.get_run_by_name(s, name=self.name_for(plan, delivery_key))
+
     def start_command(
         self, plan: Plan, cmd: RunCommand, *, user: str, channel: str, delivery_key: str, **options: bool
     ) -> tuple[Reply, Run | None]:
@@ -87,8 +98,7 @@ class Submitter:
         `hold` records and cards the run as `awaiting_approval` with its operation, and submits nothing: an
         approval (a preflight skip) releases it through `submit_to_polyaxon`.
         """
-        prefix = plan.recipe if plan.kind == "train" else f"{plan.recipe}-{plan.kind}"
-        name = run_name_for(prefix, delivery_key)
+        name = self.name_for(plan, delivery_key)
         with self.deps.sessions() as s:
             existing = repos.get_run_by_name(s, name=name)
             if existing is not None:  # the same delivery again: nothing new

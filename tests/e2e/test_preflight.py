@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.grammar import RunCommand, parse_command
 from bot.local.polyaxon import LocalPolyaxonStack
 from storage import repos
 from storage.models import Preflight, Run
@@ -216,3 +217,22 @@ def test_a_skip_request_that_expires_cancels_its_held_run_and_a_cancelled_one_vo
     wait_for(lambda: "voided" in thread_text(live_bot, runs[1]), timeout=30)
     second = live_bot.run_named(held[1])
     assert second.status == "stopped" and second.polyaxon_uuid is None
+
+
+def test_a_skip_carried_out_again_after_a_crash_posts_its_missing_request_once(live_bot: LiveBot) -> None:
+    services = live_bot.runtime.services
+    assert services.runs is not None and services.registry is not None
+    cmd = parse_command("run recipe=sft-tiny-ddp batch_size=6 --skip-preflight")
+    assert isinstance(cmd, RunCommand)
+    submitter = services.runs.submitter
+    plan = submitter.plan(cmd)
+    plan.validation = {"state": "awaiting_approval", "requested_by": BOB}
+    # The first attempt died after recording and carding the held run, before posting its request.
+    _, run = submitter.start_command(plan, cmd, user=BOB, channel=CHANNEL, delivery_key="crashed-delivery", hold=True)
+    assert run is not None and run.status == "awaiting_approval"
+    for _ in range(2):  # the ledger's recovery carries the delivery out again (and once more changes nothing)
+        services.registry.skip_preflight(cmd, user=BOB, channel=CHANNEL, delivery_key="crashed-delivery")
+    with services.sessions() as s:
+        requests = repos.list_approval_requests(s, run_id=run.id, action="skip_preflight")
+    assert len(requests) == 1 and requests[0].status == "open"
+    live_bot.command(f"stop {run.name}", user=BOB)
