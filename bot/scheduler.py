@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
@@ -29,6 +31,23 @@ def build_scheduler(settings: Settings, engine: Engine) -> BackgroundScheduler:
         executors={"default": {"type": "threadpool", "max_workers": 4}},
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": MISFIRE_GRACE_S},
         timezone=settings.finetune.timezone,
+    )
+
+
+def add_interval_job(scheduler: BaseScheduler, func: Callable[..., Any], *, name: str, interval_s: float) -> None:
+    """A job every `interval_s` in the volatile store (rebuilt at every start): never two at once, a late run
+    coalesced, and given up when more than three intervals late (the next one comes soon)."""
+    scheduler.add_job(
+        func,
+        "interval",
+        seconds=interval_s,
+        id=name,
+        name=name,
+        jobstore=VOLATILE,
+        replace_existing=True,
+        coalesce=True,
+        max_instances=1,
+        misfire_grace_time=max(1, int(interval_s * 3)),
     )
 
 

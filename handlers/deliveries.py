@@ -12,7 +12,7 @@ from typing import Any
 
 from apscheduler.schedulers.base import BaseScheduler
 
-from bot.scheduler import VOLATILE
+from bot.scheduler import add_interval_job
 from bot.services import Services
 from handlers.actions import handle_button_delivery
 from handlers.commands import handle_command_delivery
@@ -48,16 +48,4 @@ def tick(services: Services) -> int:
 
 def register(scheduler: BaseScheduler, services: Services, *, interval_s: float) -> None:
     """Add the deliveries job to the volatile store (rebuilt at every start)."""
-    scheduler.add_job(
-        tick,
-        "interval",
-        args=[services],
-        seconds=interval_s,
-        id="deliveries",
-        name="deliveries",
-        jobstore=VOLATILE,
-        replace_existing=True,
-        coalesce=True,
-        max_instances=1,
-        misfire_grace_time=max(1, int(interval_s * 3)),
-    )
+    add_interval_job(scheduler, lambda: tick(services), name="deliveries", interval_s=interval_s)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from apscheduler.schedulers.base import BaseScheduler
 
-from bot.scheduler import VOLATILE
+from bot.scheduler import add_interval_job
 from bot.watch import Watcher
 
 if TYPE_CHECKING:
@@ -21,15 +21,4 @@ def register(scheduler: BaseScheduler, watcher: Watcher, *, interval_s: float, l
     try to take the lease, so a dead holder's watcher moves on within the lease's ttl plus one tick.
     """
     job: Callable[[], Any] = watcher.tick if lease is None else (lambda: lease.run(watcher.tick))
-    scheduler.add_job(
-        job,
-        "interval",
-        seconds=interval_s,
-        id="watcher",
-        name="watcher",
-        jobstore=VOLATILE,
-        replace_existing=True,
-        coalesce=True,
-        max_instances=1,
-        misfire_grace_time=max(1, int(interval_s * 3)),
-    )
+    add_interval_job(scheduler, job, name="watcher", interval_s=interval_s)

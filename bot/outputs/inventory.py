@@ -187,8 +187,11 @@ class OutputsReport:
     model: FolderCheck | None
     eval: EvalCheck
     log_bytes: int
-    other_files: int
-    unhashed_bytes: int = 0
+
+    @property
+    def unhashed_bytes(self) -> int:
+        """Bytes of the folders checked by size only (over the hash budget)."""
+        return sum(c.size for c in [*self.checkpoints, *([self.model] if self.model else [])] if not c.hashed)
 
     @property
     def problems(self) -> list[str]:

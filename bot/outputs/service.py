@@ -100,39 +100,35 @@ class OutputsService:
         recorded = info.outputs
         files = gateway.artifact_tree(uuid, "outputs")
         logs = gateway.artifact_tree(uuid, "plxlogs")
-        budget = [self.hash_budget_bytes]
         folders = group_folders((f.path, f.size) for f in files)
-        model = None
-        if "model" in folders:
-            model = self._folder(uuid, "model", "outputs/model", folders.pop("model"), recorded, budget)
-        checkpoints = []
-        for name in sorted(folders, key=lambda n: -(checkpoint_step_of(n) or 0)):
-            checkpoints.append(self._folder(uuid, name, f"outputs/{name}", folders[name], recorded, budget))
-        checkpoints.sort(key=lambda c: c.step or 0)
+        # The final model first, then the newest checkpoints, while the hash budget lasts.
+        order = sorted(folders, key=lambda n: (n != "model", -(checkpoint_step_of(n) or 0)))
+        budget = self.hash_budget_bytes
+        checks: dict[str, FolderCheck] = {}
+        for name in order:
+            check = self._folder(
+                uuid, name, folders[name], recorded, hash_it=sum(s for _, s in folders[name]) <= budget
+            )
+            budget -= check.size if check.hashed else 0
+            checks[name] = check
+        model = checks.pop("model", None)
         eval_check, eval_bytes = self._eval(uuid, run, recorded, {f.path: f.size for f in files})
-        grouped = sum(len(v) for v in group_folders((f.path, f.size) for f in files).values())
         report = OutputsReport(
             run_name=run.name,
             status=info.status,
-            checkpoints=checkpoints,
+            checkpoints=sorted(checks.values(), key=lambda c: c.step or 0),
             model=model,
             eval=eval_check,
             log_bytes=sum(f.size for f in logs),
-            other_files=len(files) - grouped - (1 if eval_check.present else 0),
-            unhashed_bytes=sum(c.size for c in [*checkpoints, *([model] if model else [])] if not c.hashed),
         )
         return report, eval_bytes
 
     def _folder(
-        self,
-        uuid: str,
-        name: str,
-        path: str,
-        files: list[tuple[str, int]],
-        recorded: dict[str, Any],
-        budget: list[int],
+        self, uuid: str, name: str, files: list[tuple[str, int]], recorded: dict[str, Any], *, hash_it: bool
     ) -> FolderCheck:
+        """One folder as found in the store: complete or not, its files hashed (when `hash_it`) and compared."""
         gateway = self.deps.gateway
+        path = f"outputs/{name}"
         sizes = dict(files)
         check = FolderCheck(
             name=name,
@@ -155,11 +151,10 @@ class OutputsService:
                 check.missing.append(f"a readable {MANIFEST}")
         content = {p: s for p, s in sizes.items() if listed(p)}
         entries: dict[str, FileEntry] = {}
-        if check.size <= budget[0]:
+        if hash_it:
             for rel in sorted(content):
                 sha, got = gateway.hash_artifact(uuid, f"{path}/{rel}")
                 entries[rel] = FileEntry(path=rel, size=got, sha256=sha)
-            budget[0] -= check.size
             check.hashed = True
             check.store_digest = folder_digest(entries.values())
         else:

@@ -77,9 +77,7 @@ class Watcher:
         self._metrics_at: dict[int, datetime] = {}
 
     def tick(self) -> TickStats:
-        """One pass: retry pending submissions, tell unposted transitions, poll, report changes."""
-        from bot.polyaxon import GatewayError
-
+        """One pass: retry pending submissions, tell unposted transitions, poll, report changes, settle preflights."""
         started = time.perf_counter()
         stats = TickStats()
         self._recover_unposted(stats)
@@ -88,15 +86,23 @@ class Watcher:
         if self.registry is not None:
             # Approved requests whose registration failed (Polyaxon down) register here, once it is back.
             self._retry_registrations(stats)
+        self._poll(stats)
         if self.preflights is not None:
-            # Preflights whose run ended last tick: their report becomes the gate's evidence.
+            # Every preflight whose run has ended (in this tick, or before a restart) is settled here, once: its
+            # report is the gate's evidence at once.
             stats.transitions += self.preflights.settle()
+        stats.seconds = time.perf_counter() - started
+        return stats
+
+    def _poll(self, stats: TickStats) -> None:
+        """One list call for the active runs, then each run's transitions, metrics and stuck check."""
+        from bot.polyaxon import GatewayError
+
         with self.sessions() as s:
             active = [r for r in repos.list_active_runs(s) if r.polyaxon_uuid]
         stats.active = len(active)
         if not active:
-            stats.seconds = time.perf_counter() - started
-            return stats
+            return
         try:
             remote = {info.uuid: info for info in self.gateway.list_active_runs()}
             stats.polyaxon_requests += 1
@@ -104,8 +110,7 @@ class Watcher:
             # Reported, never swallowed: the log says why, the next tick retries.
             log.warning("watcher: Polyaxon is unreachable: %s", exc)
             stats.errors.append(str(exc))
-            stats.seconds = time.perf_counter() - started
-            return stats
+            return
         now = self.clock()
         # Least recently refreshed first, so a capped tick leaves the freshest runs for the next one.
         epoch = datetime.min.replace(tzinfo=now.tzinfo)
@@ -120,11 +125,6 @@ class Watcher:
             except GatewayError as exc:
                 log.warning("watcher: run %s: %s", run.name, exc)
                 stats.errors.append(f"{run.name}: {exc}")
-        if self.preflights is not None:
-            # A preflight that ended in this tick is settled in it: its report is the gate's evidence at once.
-            stats.transitions += self.preflights.settle()
-        stats.seconds = time.perf_counter() - started
-        return stats
 
     def _retry_registrations(self, stats: TickStats) -> None:
         from bot.polyaxon import GatewayError

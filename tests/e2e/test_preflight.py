@@ -109,7 +109,8 @@ def test_a_distributed_run_waits_for_its_preflight_which_passes_and_unlocks_it(l
     assert run.kind == "preflight" and "preflight" in reply_text(live_bot.card(run))
     run = live_bot.wait_status(name, {"succeeded", "failed"}, timeout=600)
     row = wait_for(lambda: (p := preflight_of(live_bot, run)).status != "running" and p, timeout=120, interval=0.5)
-    thread = thread_text(live_bot, run)
+    # The report is stored, then posted: wait for the post.
+    thread = wait_for(lambda: "Preflight" in (t := thread_text(live_bot, run)) and t, timeout=60, interval=0.5)
     assert row.status == "passed", thread
     assert row.report is not None and {line["name"] for line in row.report["lines"]} == {
         "memory",
@@ -184,7 +185,7 @@ def test_a_preflight_whose_workers_never_join_fails_its_communication_line(live_
     lines = {line["name"]: line for line in (row.report or {}).get("lines", [])}
     assert lines["communication"]["ok"] is False, row.report
     assert "never joined" in lines["communication"]["summary"] or "answered" in lines["communication"]["summary"]
-    assert "Preflight failed" in thread_text(live_bot, run)
+    wait_for(lambda: "Preflight failed" in thread_text(live_bot, run), timeout=60, interval=0.5)
 
 
 def test_a_skip_request_that_expires_cancels_its_held_run_and_a_cancelled_one_voids_its_request(

@@ -7,9 +7,7 @@ signed they are 400 (not a shape Slack sends), 404 (a kind of delivery the bot d
 from __future__ import annotations
 
 import json
-import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -21,21 +19,6 @@ from tests.fixtures.hostile import FORM, JSON, Scene, Trap, signed_headers
 from tests.fixtures.slack import BotServer, wait_for
 
 TOKEN = "standin-verification-token"
-
-
-@pytest.fixture
-def trap() -> Iterator[Trap]:
-    """A local server standing in for any URL a body names."""
-    server = Trap().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def scene(bot_server: BotServer, slack_standin: SlackStandIn, trap: Trap, caplog: pytest.LogCaptureFixture) -> Scene:
-    """The bot, the stand-in and the trap, with the log captured at INFO (the default level)."""
-    caplog.set_level(logging.INFO)
-    return Scene(bot_server, slack_standin, trap, caplog)
 
 
 def _command(url: str, **overrides: str | None) -> dict[str, str]:

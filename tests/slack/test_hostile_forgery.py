@@ -10,14 +10,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
 from urllib.parse import urlencode
 
 import pytest
 from slack_bolt.request import BoltRequest
 
 from bot.frontdoor import MAX_BODY_BYTES
-from bot.local.slack import SlackStandIn
 from bot.local.slack.sender import event_envelope, reaction_event, slash_command_fields
 from bot.web import SERVER_BODY_CEILING
 from tests.fixtures.hostile import FORM, JSON, Scene, Trap, raw_post, sign_bytes, signed_headers
@@ -25,21 +23,6 @@ from tests.fixtures.slack import BotServer
 
 SECRET_TEXT = "run recipe=sft-tiny lr=hunter2-in-the-text"
 VERIFICATION_TOKEN = "standin-verification-token"
-
-
-@pytest.fixture
-def trap() -> Iterator[Trap]:
-    """A local server standing in for the URL a forger picks as response_url."""
-    server = Trap().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def scene(bot_server: BotServer, slack_standin: SlackStandIn, trap: Trap, caplog: pytest.LogCaptureFixture) -> Scene:
-    """The bot, the stand-in and the trap, with the log captured at INFO (the default level)."""
-    caplog.set_level(logging.INFO)
-    return Scene(bot_server, slack_standin, trap, caplog)
 
 
 def forged_command(trap: Trap, text: str = SECRET_TEXT) -> bytes:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlencode
@@ -28,14 +27,6 @@ from tests.fixtures.slack import BotServer, wait_for
 ANSWERS = {200, 400, 401, 404, 413, 415}
 HEADER_TEXT = st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters="\x7f"), max_size=40)
 HYPOTHESIS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-@pytest.fixture
-def trap() -> Iterator[Trap]:
-    """A local server standing in for any URL a body names."""
-    server = Trap().start()
-    yield server
-    server.stop()
 
 
 def _listener_errors(server: BotServer) -> float:

@@ -26,14 +26,6 @@ from tests.fixtures.slack import slack_settings_for, wait_for
 
 
 @pytest.fixture
-def trap() -> Iterator[Trap]:
-    """A local server standing in for any URL a payload names."""
-    server = Trap().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
 def socket_bot(slack_standin: SlackStandIn, slack_catalog: Any, tmp_path: Path) -> Iterator[Services]:
     """The bot connected to the stand-in over Socket Mode."""
     settings = slack_settings_for(slack_standin, f"sqlite:///{tmp_path / 'bot.db'}", socket_mode=True)

@@ -86,17 +86,17 @@ def _model(digest: str = "sha256:aa") -> FolderCheck:
 
 def test_confirmed_needs_success_a_checked_model_and_matching_eval_results() -> None:
     good_eval = EvalCheck(present=True, contract_hash="sha256:c", expected_contract_hash="sha256:c")
-    report = OutputsReport("r", "succeeded", [], _model(), good_eval, log_bytes=10, other_files=0)
+    report = OutputsReport("r", "succeeded", [], _model(), good_eval, log_bytes=10)
     assert report.confirmed and report.summary()["confirmed"]
-    assert not OutputsReport("r", "failed", [], _model(), good_eval, 10, 0).confirmed
+    assert not OutputsReport("r", "failed", [], _model(), good_eval, 10).confirmed
     tampered = _model()
     tampered.store_digest = "sha256:bb"
-    bad = OutputsReport("r", "succeeded", [], tampered, good_eval, 10, 0)
+    bad = OutputsReport("r", "succeeded", [], tampered, good_eval, 10)
     assert not bad.confirmed and "model: content differs from the recorded digest" in bad.problems[0]
     other_contract = EvalCheck(present=True, contract_hash="sha256:x", expected_contract_hash="sha256:c")
-    assert not OutputsReport("r", "succeeded", [], _model(), other_contract, 10, 0).confirmed
+    assert not OutputsReport("r", "succeeded", [], _model(), other_contract, 10).confirmed
     no_eval = EvalCheck(present=False, expected_contract_hash="sha256:c")
-    assert "no eval_results.json" in OutputsReport("r", "succeeded", [], _model(), no_eval, 10, 0).problems[0]
+    assert "no eval_results.json" in OutputsReport("r", "succeeded", [], _model(), no_eval, 10).problems[0]
 
 
 def test_a_partial_checkpoint_is_reported_not_hidden() -> None:
