@@ -141,6 +141,7 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
     from bot.preflight import PreflightService
     from bot.registry import RegistrationService
     from bot.runs import RunService
+    from bot.sweeps import SweepFollower, SweepService
 
     engine = make_engine(settings.finetune.database_url)
     sessions = SessionFactory(engine)
@@ -181,6 +182,8 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
         services.registry = RegistrationService(services.runs)
         services.outputs = OutputsService(services.runs.deps, services.runs.thread)
         services.preflights = PreflightService(services.runs.deps, services.runs.thread, services.runs.submitter)
+        runs = services.runs
+        services.sweeps = SweepService(runs.deps, runs.thread, runs.submitter, runs.comparer)
         interval = settings.finetune.watch_interval_s
         # Several replicas share one database: the watcher runs on whichever holds this lease.
         lease = LeaseGuard(
@@ -194,6 +197,7 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
             runs=services.runs,
             registry=services.registry,
             preflights=services.preflights,
+            sweeps=SweepFollower(runs.deps, runs.thread, services.sweeps),
             clock=services.clock,
             stuck_after=timedelta(seconds=settings.finetune.stuck_after_s),
             # Progress on the card: every other tick, and never more often than every 5 s per run.

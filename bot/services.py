@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from bot.preflight import PreflightService
     from bot.registry import RegistrationService
     from bot.runs import RunService
+    from bot.sweeps import SweepService
 
 # Work waits at most this long for pending acks, so a steady stream of deliveries cannot starve it.
 MAX_YIELD_S = 0.25
@@ -167,6 +168,7 @@ class Services:
     registry: RegistrationService | None = None
     outputs: OutputsService | None = None
     preflights: PreflightService | None = None
+    sweeps: SweepService | None = None
     metrics: BotMetrics = field(default_factory=BotMetrics)
     clock: Callable[[], datetime] = _utcnow
     acks: AckGate = field(default_factory=AckGate)

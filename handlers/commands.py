@@ -26,6 +26,7 @@ from bot.grammar import (
     RunCommand,
     StatusCommand,
     StopCommand,
+    SweepCommand,
     TraceCommand,
     parse_command,
 )
@@ -116,9 +117,15 @@ def handle_command(services: Services, command: Command, *, user: str, channel: 
         if services.digests is None:
             return not_available(command.name, "it needs the scheduler, which this bot was started without")
         return reply_blocks(services.digests.apply(command, channel=channel, user=user))
+    if isinstance(command, SweepCommand) and command.dry_run and services.sweeps is None:
+        return render_plan(_catalog(services).plan_sweep(command).plan, notes=command.notes)
     if services.runs is None:
         return not_available(command.name, NEEDS_POLYAXON)
     runs = services.runs
+    if services.sweeps is not None:
+        sweep_reply = handle_sweep_command(services, command, user=user, channel=channel, delivery_key=delivery_key)
+        if sweep_reply is not None:
+            return sweep_reply
     if isinstance(command, RunCommand) and command.skip_preflight:
         if services.registry is None:
             return not_available(command.name, NEEDS_POLYAXON)
@@ -154,6 +161,33 @@ def handle_command(services: Services, command: Command, *, user: str, channel: 
         return services.registry.trace(command).as_blocks()
     # Every command of the grammar is handled above; reaching here is a bug, which the error handler reports.
     raise TypeError(f"no handler for {type(command).__name__}")
+
+
+def handle_sweep_command(
+    services: Services, command: Command, *, user: str, channel: str, delivery_key: str
+) -> Blocks | None:
+    """`sweep`, and `status`/`stop`/`compare` given a whole sweep; None for everything else (a run's commands)."""
+    sweeps = services.sweeps
+    assert sweeps is not None
+    if isinstance(command, SweepCommand):
+        if command.dry_run:
+            return sweeps.dry_run(command, user=user)
+        return sweeps.submit(command, user=user, channel=channel, delivery_key=delivery_key).as_blocks()
+    if isinstance(command, StatusCommand) and command.run is not None:
+        sweep = sweeps.find(command.run)
+        return sweeps.status(sweep).as_blocks() if sweep is not None else None
+    if isinstance(command, StopCommand):
+        sweep = sweeps.find(command.run)
+        return sweeps.stop(sweep, user=user).as_blocks() if sweep is not None else None
+    if isinstance(command, CompareCommand) and len(command.runs) == 1:
+        sweep = sweeps.find(command.runs[0])
+        if sweep is not None:
+            return sweeps.compare(sweep, command, user=user).as_blocks()
+    if isinstance(command, CompareCommand) and command.top is not None:
+        raise CommandError("top=N picks the best trials of a sweep; name a sweep, or list the runs to compare")
+    if isinstance(command, LogsCommand | OutputsCommand | ResumeCommand | RegisterCommand):
+        sweeps.refuse_whole_sweep(command.run, command.name)
+    return None
 
 
 def reply_blocks(text: str) -> Blocks:

@@ -95,12 +95,38 @@ class Run(SQLModel, table=True):
     outputs_check: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON(), nullable=True))
     # How a distributed run passed the smoke-first gate: the preflight that validated it, or who skipped it.
     validation: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON(), nullable=True))
+    # A trial of a sweep: the sweep's own run (kind "sweep", whose Polyaxon run is the matrix). Trials have no card;
+    # they live on the sweep's card and leaderboard, and post in the sweep's thread.
+    sweep_id: int | None = Field(default=None, foreign_key="runs.id", index=True)
     last_activity_at: datetime | None = _ts()
     stuck_flagged_at: datetime | None = _ts()
     created_at: datetime = _created()
     updated_at: datetime = _created()
     started_at: datetime | None = _ts()
     finished_at: datetime | None = _ts(index=True)
+
+
+class Sweep(SQLModel, table=True):
+    """What a sweep searches and how its trials are ranked; its run (kind "sweep") carries status, card and thread."""
+
+    __tablename__ = "sweeps"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="runs.id", unique=True)
+    mode: str = Field(max_length=16, description="grid or random")
+    space: list[dict[str, Any]] = _json(list)
+    trials: int = Field(description="Trials planned: the grid's size (or its cap), or the random sample's")
+    concurrency: int
+    seed: int | None = Field(default=None, description="The random search's seed")
+    metric: str = Field(max_length=128, description="The eval contract's ranking metric")
+    higher_is_better: bool = Field(default=True)
+    target: float | None = Field(default=None, description="Reaching it on the metric ends the sweep")
+    failure_cutoff: int = Field(default=3, description="Consecutive failed trials that stop the sweep")
+    leaderboard_ts: str | None = Field(default=None, max_length=32)
+    leaderboard_digest: str | None = Field(default=None, max_length=80, description="What the leaderboard shows")
+    stop_reason: str | None = Field(default=None, description="Why the bot stopped it: cutoff, target, a user")
+    summary_ts: str | None = Field(default=None, max_length=32, description="The final summary's post")
+    created_at: datetime = _created()
 
 
 class Preflight(SQLModel, table=True):

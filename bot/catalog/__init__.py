@@ -19,6 +19,8 @@ Where things live:
     plan.py        `Plan` and the compile step
     gate.py        the smoke-first gate: a distributed run waits for a passed preflight (pure decisions)
     preflight.py   compiling a preflight from a distributed run's plan
+    sweep.py       compiling a sweep: its space checked against the recipe, one matrix operation
+    contract.py    which metric of an eval contract ranks runs
     catalog.py     `Catalog`: load, lookups, `plan`
     check.py       `finetune-bot manifests check`
 """
@@ -32,6 +34,7 @@ from bot.catalog.manifests import Component, InputSpec, Preset, Recipe, RecipeFi
 from bot.catalog.memory import MemoryEstimate
 from bot.catalog.overrides import OverrideSpec
 from bot.catalog.plan import Plan
+from bot.catalog.sweep import SweepPlan, SweptKey
 
 __all__ = [
     "Catalog",
@@ -47,6 +50,8 @@ __all__ = [
     "Preset",
     "Recipe",
     "RecipeFile",
+    "SweepPlan",
+    "SweptKey",
     "check_catalog",
     "check_gate",
     "content_digest",

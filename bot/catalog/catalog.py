@@ -12,7 +12,8 @@ from bot.catalog.pins import Pinner
 from bot.catalog.plan import Plan, compile_plan
 from bot.catalog.preflight import compile_preflight, mark_distributed
 from bot.catalog.presets import find_preset, presets_for_run
-from bot.grammar import RunCommand, closest, did_you_mean
+from bot.catalog.sweep import SweepPlan, plan_sweep
+from bot.grammar import RunCommand, SweepCommand, closest, did_you_mean
 
 
 class Catalog:
@@ -80,6 +81,12 @@ class Catalog:
             raise PlanError(f"recipe {recipe.name} names preflight component {spec.component}, which is not loaded")
         choice = presets_for_run(cmd.presets, recipe, self.components[recipe.spec.component], self.presets)
         return compile_preflight(cmd, run_plan, recipe, checker, choice, self._pinner, require_local=require_local)
+
+    def plan_sweep(self, cmd: SweepCommand, *, require_local: bool = True) -> SweepPlan:
+        """Compile a `sweep` command: its space checked against the recipe's overrides, one matrix operation."""
+        recipe = self.recipe(cmd.recipe)
+        component = self.components[recipe.spec.component]
+        return plan_sweep(cmd, recipe, component, lambda run_cmd: self.plan(run_cmd, require_local=require_local))
 
     def missing_local_builds(self) -> list[str]:
         """Build commands of local models and datasets that recipes name but that are not built yet."""

@@ -177,8 +177,8 @@ def _load_recipe(path: Path, rel: str, components: dict[str, Component], presets
             except ValueError as exc:
                 raise CatalogError(rel, f"defaults.{parsed.input}", f"the recipe's own default: {exc}") from exc
         overrides[key] = parsed
-    if spec.eval is not None and spec.dataset is None and spec.eval.dataset is None:
-        raise CatalogError(rel, "eval.dataset", "needed when the recipe has no dataset")
+    if spec.eval is not None and spec.dataset is None and spec.eval.dataset is None and spec.code is None:
+        raise CatalogError(rel, "eval.dataset", "needed when the recipe has neither a dataset nor code that makes one")
     refs: list[tuple[str, str | None, str | None]] = []
     if spec.model is not None:
         refs.append(("model", spec.model.path, spec.model.id))

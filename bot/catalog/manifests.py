@@ -90,12 +90,17 @@ class CodeRef(_Strict):
 class EvalSpec(_Strict):
     """`eval:` of a recipe: the fixed evaluation contract (trainer.evaluation)."""
 
-    dataset: DatasetRef | None = None  # default: the training dataset
+    # Default: the training dataset; a recipe with neither evaluates on data its pinned code generates (the quick
+    # start's seeded synthetic set), so the code pin names the eval data.
+    dataset: DatasetRef | None = None
     split: str = "eval"
     max_samples: int = Field(default=0, ge=0)
     metrics: list[str] = Field(min_length=1)
     procedure_version: str = "v1"
     seed: int = 0
+    # The first metric ranks a sweep's trials; reaching `target` on it ends a sweep early. A decision rule, not
+    # part of how runs are evaluated: it is not in the contract (nor its hash).
+    target: float | None = None
 
 
 class OverrideDecl(_Strict):

@@ -16,11 +16,15 @@ USAGE: dict[str, str] = {
     "run": "/finetune run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force] [--skip-preflight]",
     "status": "/finetune status [RUN]",
     "logs": "/finetune logs RUN [lines=N]",
-    "compare": "/finetune compare RUN RUN… [metric=NAME] [--exploratory]",
+    "compare": "/finetune compare RUN RUN… [metric=NAME] [--exploratory] | compare SWEEP [top=N]",
     "stop": "/finetune stop RUN",
     "resume": "/finetune resume RUN [checkpoint=latest|step-N] [max_steps=N]",
     "outputs": "/finetune outputs RUN",
     "preflight": "/finetune preflight recipe=NAME [preset=P[,P2…]] [KEY=VALUE …]",
+    "sweep": (
+        "/finetune sweep recipe=NAME [preset=P,…] KEY=V1,V2,… [KEY=uniform(a,b)|loguniform(a,b)|choice(a,b,…)] "
+        "[mode=grid|random] [trials=N] [concurrency=K] [sampler_seed=S] [KEY=VALUE …] [--dry-run]"
+    ),
     "register": "/finetune register RUN model=NAME [version=V]",
     "recipes": "/finetune recipes",
     "presets": "/finetune presets",
@@ -54,7 +58,7 @@ HELP: dict[str, str] = {
     "compare": (
         "Compare two or more runs on one metric (default: the eval contract's first metric): a table and a "
         "plot in the thread. Runs must share one eval contract; runs labelled non-comparable (exploration) "
-        "are refused unless you add `--exploratory`."
+        "are refused unless you add `--exploratory`. Given a sweep, compares its best N trials (`top=N`, default 3)."
     ),
     "stop": "Stop a running run; it keeps its metrics and last checkpoint.",
     "resume": (
@@ -73,6 +77,18 @@ HELP: dict[str, str] = {
         "every worker, checkpoint recovery (train, checkpoint, kill the workers, resume: losses must equal "
         "an uninterrupted run's, a partial checkpoint skipped) and that the launcher really distributes. "
         "The report goes in the thread of its card; a pass unlocks `/finetune run` of that recipe."
+    ),
+    "sweep": (
+        "Search a recipe's training keys as one Polyaxon matrix: a grid over listed values (`lr=1e-3,3e-3`), or "
+        "`mode=random trials=N` sampling `uniform(a,b)`, `loguniform(a,b)` or `choice(a,b,…)` (`sampler_seed=S` "
+        "makes the sample repeatable; without it the same command samples the same trials). Only the recipe's "
+        "overridable keys can be swept, every value checked against their types and bounds first; a grid over "
+        "100 trials needs `trials=N` to cap it. A sweep waits for one confirmed run of the same pins (`run`, then "
+        "`outputs`). One card and one leaderboard (edited in place, ranked by the eval contract's first metric) "
+        "follow it; it stops itself after 3 failed trials in a row or when a trial reaches the recipe's target. "
+        "`stop`, `status` and `compare SWEEP top=N` work on the whole sweep; `logs`, `outputs` and `register` on "
+        "one of its trials.\n"
+        "Example: `/finetune sweep recipe=quickstart lr=0.01,0.05,0.1 concurrency=2`"
     ),
     "register": (
         "Ask to register a run's model as a version in the registry. The bot posts an approval request "

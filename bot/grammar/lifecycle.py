@@ -43,12 +43,14 @@ class LogsCommand(_Command):
 
 
 class CompareCommand(_Command):
-    """`compare RUN RUN… [metric=NAME] [--exploratory]`."""
+    """`compare RUN RUN… [metric=NAME] [--exploratory]`, or `compare SWEEP [top=N]`."""
 
     name: Literal["compare"] = "compare"
     runs: list[str]
     metric: str | None = None
     exploratory: bool = False
+    # A sweep's best N trials by its eval metric (None: the sweep's default, 3).
+    top: int | None = Field(default=None, ge=2, le=MAX_COMPARE)
 
 
 class StopCommand(_Command):
@@ -104,9 +106,9 @@ def _parse_logs(tokens: list[str]) -> LogsCommand:
 
 
 def _parse_compare(tokens: list[str]) -> CompareCommand:
-    usage = "compare RUN [RUN…] [metric=NAME] [--exploratory]"
+    usage = "compare RUN [RUN…] [metric=NAME] [--exploratory], or compare SWEEP [top=N]"
     positional, pairs = _key_values(tokens, "compare")
-    _only_keys(pairs, ("metric",), "compare")
+    _only_keys(pairs, ("metric", "top"), "compare")
     words, flags = _flags(positional, ("--exploratory",), "compare")
     runs = [_run_ref(word) for word in words]
     if not runs:
@@ -120,7 +122,15 @@ def _parse_compare(tokens: list[str]) -> CompareCommand:
     metric = pairs.get("metric")
     if metric is not None and not _METRIC_RE.match(metric):
         raise CommandError(f"metric={metric!r} is not a metric name")
-    return CompareCommand(runs=runs, metric=metric, exploratory="--exploratory" in flags)
+    top = None
+    if "top" in pairs:
+        raw = pairs["top"]
+        if not _INT_RE.match(raw) or not 2 <= int(raw) <= MAX_COMPARE:
+            raise CommandError(f"top={raw!r}: expected a whole number 2..{MAX_COMPARE} (the best N trials of a sweep)")
+        if len(runs) > 1:
+            raise CommandError("top=N picks the best trials of one sweep: give one SWEEP, or list the runs")
+        top = int(raw)
+    return CompareCommand(runs=runs, metric=metric, exploratory="--exploratory" in flags, top=top)
 
 
 def _parse_stop(tokens: list[str]) -> StopCommand:

@@ -26,6 +26,7 @@ from bot.grammar.lifecycle import (
 )
 from bot.grammar.registration import RegisterCommand, TraceCommand, _parse_register, _parse_trace
 from bot.grammar.run import PreflightCommand, RunCommand, _parse_preflight, _parse_run
+from bot.grammar.sweep import SweepCommand, _parse_sweep
 
 Command = Annotated[
     RunCommand
@@ -36,6 +37,7 @@ Command = Annotated[
     | ResumeCommand
     | OutputsCommand
     | PreflightCommand
+    | SweepCommand
     | RegisterCommand
     | RecipesCommand
     | PresetsCommand
@@ -61,6 +63,7 @@ _PARSERS: dict[str, Callable[[list[str]], Command]] = {
     "resume": _parse_resume,
     "outputs": _parse_outputs,
     "preflight": _parse_preflight,
+    "sweep": _parse_sweep,
     "register": _parse_register,
     "recipes": _parse_recipes,
     "presets": _parse_presets,

@@ -69,7 +69,7 @@ def _parse_run(tokens: list[str]) -> RunCommand:
     words, flags = _flags(positional, ("--dry-run", "--force", "--skip-preflight"), "run")
     if words:
         raise CommandError(f"{words[0]!r} is not KEY=VALUE; usage: {USAGE}")
-    fields = _recipe_fields(pairs, "run", USAGE)
+    fields = recipe_fields(pairs, "run", USAGE)
     return RunCommand(
         **fields,
         dry_run="--dry-run" in flags,
@@ -83,10 +83,24 @@ def _parse_preflight(tokens: list[str]) -> PreflightCommand:
     words, _ = _flags(positional, (), "preflight")
     if words:
         raise CommandError(f"{words[0]!r} is not KEY=VALUE; usage: {PREFLIGHT_USAGE}")
-    return PreflightCommand(**_recipe_fields(pairs, "preflight", PREFLIGHT_USAGE))
+    return PreflightCommand(**recipe_fields(pairs, "preflight", PREFLIGHT_USAGE))
 
 
-def _recipe_fields(pairs: dict[str, str], subcommand: str, usage: str) -> dict[str, Any]:
+def check_training_key(key: str, value: str) -> None:
+    """Refuse a cluster setting (presets' business), a pinned key or a key that is not a training key's name."""
+    if is_cluster_key(key):
+        hint = cluster_key_hint(key, value)
+        raise CommandError(
+            f"{key}={value} is a cluster setting; cluster settings come from presets: try {hint}",
+            suggestions=[hint.removeprefix("preset=")] if hint.startswith("preset=") else [],
+        )
+    if normalize_key(key) in PINNED_KEYS:
+        raise CommandError(pinned_key_message(key))
+    if not _KEY_RE.match(key):
+        raise CommandError(f"{key!r} is not a training key (lower-case letters, digits and _)")
+
+
+def recipe_fields(pairs: dict[str, str], subcommand: str, usage: str) -> dict[str, Any]:
     """The recipe, presets and training overrides of `run` and `preflight`, checked the same way."""
     raw_recipe = pairs.pop("recipe", None)
     if raw_recipe is None:
@@ -103,17 +117,7 @@ def _recipe_fields(pairs: dict[str, str], subcommand: str, usage: str) -> dict[s
     overrides: dict[str, Scalar] = {}
     written: dict[str, str] = {}
     for key, value in pairs.items():
-        folded = normalize_key(key)
-        if is_cluster_key(key):
-            hint = cluster_key_hint(key, value)
-            raise CommandError(
-                f"{key}={value} is a cluster setting; cluster settings come from presets: try {hint}",
-                suggestions=[hint.removeprefix("preset=")] if hint.startswith("preset=") else [],
-            )
-        if folded in PINNED_KEYS:
-            raise CommandError(pinned_key_message(key))
-        if not _KEY_RE.match(key):
-            raise CommandError(f"{key!r} is not a training key (lower-case letters, digits and _)")
+        check_training_key(key, value)
         try:
             overrides[key] = parse_scalar(value)
         except CommandError as exc:

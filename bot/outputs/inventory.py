@@ -28,6 +28,8 @@ WEIGHTS = (
     "adapter_model.bin",
 )
 TOKENIZER = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+TORCH_STATE_DICT = "torch-state-dict"
+TORCH_WEIGHTS = (".pt", ".pth")
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,14 @@ def folder_digest(entries: Iterable[FileEntry]) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def metadata_missing(names: set[str], *, checkpoint: bool) -> list[str]:
-    """What a model or checkpoint folder lacks to be loadable: config, weights, tokenizer, trainer state, marker."""
+def metadata_missing(names: set[str], *, checkpoint: bool, fmt: str | None = None) -> list[str]:
+    """What a model or checkpoint folder lacks to be loadable: config, weights, tokenizer, trainer state, marker.
+
+    `fmt` is the format the manifest declares: a Transformers folder (the default, what the trainer writes), or
+    `torch-state-dict` (a plain PyTorch model such as the quick start's, loaded by its own code: a weights file).
+    """
+    if fmt == TORCH_STATE_DICT and not checkpoint:
+        return [] if any(name.endswith(TORCH_WEIGHTS) for name in names) else ["weights (a .pt or .pth file)"]
     missing = []
     if "config.json" not in names and "adapter_config.json" not in names:
         missing.append("config (config.json or adapter_config.json)")

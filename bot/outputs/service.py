@@ -136,7 +136,6 @@ class OutputsService:
             step=checkpoint_step_of(name),
             size=sum(sizes.values()),
             files=len([p for p in sizes if listed(p)]),
-            missing=metadata_missing(set(sizes), checkpoint=name != "model"),
         )
         if name == "model":
             check.recorded_digest = recorded.get("model_digest")
@@ -149,6 +148,8 @@ class OutputsService:
                 check.manifest_digest = str(manifest.get("digest")) if manifest.get("digest") else None
             except (ValueError, AttributeError):
                 check.missing.append(f"a readable {MANIFEST}")
+        fmt = str(manifest.get("format")) if isinstance(manifest, dict) and manifest.get("format") else None
+        check.missing[:0] = metadata_missing(set(sizes), checkpoint=name != "model", fmt=fmt)
         content = {p: s for p, s in sizes.items() if listed(p)}
         entries: dict[str, FileEntry] = {}
         if hash_it:

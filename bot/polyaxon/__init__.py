@@ -1,7 +1,7 @@
 """Polyaxon boundary: the only package that imports polyaxon."""
 
 from bot.polyaxon.gateway import PolyaxonGateway
-from bot.polyaxon.spec import OperationSpecError, compile_operation
+from bot.polyaxon.spec import OperationSpecError, check_operation, compile_operation
 from bot.polyaxon.types import (
     DONE_STATUSES,
     Artifact,
@@ -32,5 +32,6 @@ __all__ = [
     "RunInfo",
     "RunNotFoundError",
     "StatusCondition",
+    "check_operation",
     "compile_operation",
 ]

@@ -64,7 +64,10 @@ class RunsApi(GatewayBase):
         return self._run_from_api(run)
 
     def _find_raw(self, name: str) -> Any:
-        response = self._client.runs_v1.list_runs(self.owner, self.project, query=f"name:{name}", limit=2)
+        # Only top-level runs: the trials of a matrix carry the matrix's own name (`pipeline.uuid:nil` leaves them out).
+        response = self._client.runs_v1.list_runs(
+            self.owner, self.project, query=f"name:{name}, pipeline.uuid:nil", limit=2
+        )
         results = [r for r in (response.results or []) if r.name == name] if response else []
         return results[0] if results else None
 
@@ -110,6 +113,16 @@ class RunsApi(GatewayBase):
             f"list the runs of {self.owner}/{self.project}",
             lambda: self._client.runs_v1.list_runs(
                 self.owner, self.project, query=query, sort="-created_at", limit=limit
+            ),
+        )
+        return [self._run_from_api(r) for r in (response.results or [])]
+
+    def list_children(self, uuid: str, *, limit: int = _ACTIVE_LIMIT) -> list[RunInfo]:
+        """The runs a pipeline run (a sweep's matrix) created, oldest first, with inputs and outputs: ONE request."""
+        response = self._read(
+            f"list the trials of run {uuid}",
+            lambda: self._client.runs_v1.list_runs(
+                self.owner, self.project, query=f"pipeline.uuid:{uuid}", sort="created_at", limit=limit
             ),
         )
         return [self._run_from_api(r) for r in (response.results or [])]

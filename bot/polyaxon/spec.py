@@ -68,6 +68,14 @@ def compile_operation(
     return result
 
 
+def check_operation(operation: dict[str, Any]) -> None:
+    """Validate an operation dict as Polyaxon reads it (a matrix section included); OperationSpecError if refused."""
+    try:
+        OperationSpecification.read(operation)
+    except Exception as exc:  # Polyaxon raises many exception types; all mean "invalid spec".
+        raise OperationSpecError(f"Polyaxon refused the operation: {_reason(exc)}") from exc
+
+
 def _connection_names(node: Any) -> Iterator[str]:
     if isinstance(node, dict):
         for key, value in node.items():

@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from bot.catalog.contract import primary_metric
 
 if TYPE_CHECKING:
     from storage.models import Run
 
+__all__ = ["CONTRACT_FIELDS", "contract_differences", "primary_metric"]
+
 CONTRACT_FIELDS = ("dataset", "revision", "split", "max_samples", "metrics", "procedure_version", "seed")
-
-
-def primary_metric(contract: dict[str, Any]) -> tuple[str, bool]:
-    """The eval contract's ranking metric and whether higher is better (losses and perplexity: lower)."""
-    name = contract.get("primary_metric") or contract.get("metric")
-    if not name:
-        metrics = contract.get("metrics") or contract.get("metric_names") or ["eval_loss"]
-        name = metrics[0] if isinstance(metrics, list) and metrics else "eval_loss"
-    name = str(name)
-    higher = contract.get("greater_is_better")
-    if higher is None:
-        higher = not any(word in name for word in ("loss", "perplexity", "error"))
-    return name, bool(higher)
 
 
 def contract_differences(runs: Sequence[Run]) -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,8 @@ from storage import repos
 from storage.models import Run
 
 if TYPE_CHECKING:
+    from sqlmodel import Session
+
     from bot.catalog import Plan
 
 
@@ -68,9 +70,17 @@ class Submitter:
             return repos.get_run_by_name(s, name=self.name_for(plan, delivery_key))
 
     def start_command(
-        self, plan: Plan, cmd: RunCommand, *, user: str, channel: str, delivery_key: str, **options: bool
+        self,
+        plan: Plan,
+        cmd: RunCommand,
+        *,
+        user: str,
+        channel: str,
+        delivery_key: str,
+        forced: bool = False,
+        hold: bool = False,
     ) -> tuple[Reply, Run | None]:
-        """`start` with the command's overrides and notes (`options`: `forced`, `hold`)."""
+        """`start` with the command's overrides and notes."""
         return self.start(
             plan,
             overrides=dict(cmd.overrides),
@@ -78,7 +88,8 @@ class Submitter:
             user=user,
             channel=channel,
             delivery_key=delivery_key,
-            **options,
+            forced=forced,
+            hold=hold,
         )
 
     def start(
@@ -92,11 +103,13 @@ class Submitter:
         delivery_key: str,
         forced: bool = False,
         hold: bool = False,
+        record: Callable[[Session, Run], None] | None = None,
     ) -> tuple[Reply, Run | None]:
         """Record, post the card, submit; failures are told in the card's thread. The run, None when it existed.
 
         `hold` records and cards the run as `awaiting_approval` with its operation, and submits nothing: an
-        approval (a preflight skip) releases it through `submit_to_polyaxon`.
+        approval (a preflight skip) releases it through `submit_to_polyaxon`. `record` stores what belongs with
+        the run (a sweep's space) in the same transaction, before its card is rendered.
         """
         name = self.name_for(plan, delivery_key)
         with self.deps.sessions() as s:
@@ -114,7 +127,8 @@ class Submitter:
                 overrides=overrides,
                 presets=plan.presets,
                 pins=plan.pins,
-                comparable=plan.comparable and plan.kind == "train",
+                # A sweep is as comparable as its trials, which share its pins and eval contract.
+                comparable=plan.comparable and plan.kind in ("train", "sweep"),
                 eval_contract=plan.eval_contract,
                 eval_contract_hash=plan.eval_contract_hash,
                 requester=user,
@@ -124,7 +138,9 @@ class Submitter:
                 # Kept until Polyaxon has it: a process that dies before submitting leaves it for the next tick.
                 pending_operation={"operation": plan.operation, "tags": list(plan.tags)},
             )
-            verb = "preflight" if plan.kind == "preflight" else "run"
+            if record is not None:
+                record(s, run)
+            verb = plan.kind if plan.kind in ("preflight", "sweep") else "run"
             repos.add_audit(
                 s, user=user, channel=channel, command=f"{verb} recipe={plan.recipe}", outcome="ok", run_id=run.id
             )
@@ -152,7 +168,7 @@ class Submitter:
             return Reply(text=f"`{name}` is recorded and held."), run
         self.submit_to_polyaxon(run, plan.operation, plan.tags)
         extra = "".join(f"\n{escape(note)}" for note in notes)
-        what = "a preflight of " if plan.kind == "preflight" else ""
+        what = {"preflight": "a preflight of ", "sweep": "a sweep of "}.get(plan.kind, "")
         return Reply(text=f"Planned {what}{plan.recipe} as `{name}`; the card is in <#{channel}>.{extra}"), run
 
     def memory_gate(self, plan: Plan, cmd: RunCommand, user: str) -> bool:

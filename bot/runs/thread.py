@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -36,6 +37,10 @@ CARD_REPLACED = (
 TRANSITION_EVENT = "finetune_status_event"
 
 
+# A card of another kind of run (a sweep's): its notification text and blocks.
+CardRenderer = Callable[[Run], tuple[str, list[dict[str, Any]]]]
+
+
 def transition_metadata(event_id: int, status: str) -> dict[str, Any]:
     """Slack message metadata naming the status event a thread post tells."""
     return {"event_type": TRANSITION_EVENT, "event_payload": {"event_id": event_id, "status": status}}
@@ -48,6 +53,8 @@ class RunThread:
         self.deps = deps
         self._card_updated: dict[int, float] = {}
         self._lock = threading.Lock()
+        # Cards of other kinds of run, by `Run.kind` (a sweep's card is its service's); the rest get the run card.
+        self.card_renderers: dict[str, CardRenderer] = {}
 
     # --- links and the card's content -------------------------------------------------------------
 
@@ -70,12 +77,20 @@ class RunThread:
                 parent_link = self.permalink(parent.channel, parent.card_ts)
         return card_view(run, polyaxon_url=self.polyaxon_url(run), parent_name=parent_name, parent_link=parent_link)
 
+    def render(self, run: Run) -> tuple[str, list[dict[str, Any]]]:
+        """The card's notification text and blocks, by the renderer of the run's kind."""
+        renderer = self.card_renderers.get(run.kind)
+        if renderer is not None:
+            return renderer(run)
+        view = self.card_view(run)
+        return card_text(view), render_card(view)
+
     # --- the card -----------------------------------------------------------------------------------
 
     def post_card(self, run: Run) -> None:
         """Post the run's one card in the channel and remember its ts (the thread for everything else)."""
-        view = self.card_view(run)
-        resp = self.deps.client.chat_postMessage(channel=run.channel, text=card_text(view), blocks=render_card(view))
+        text, blocks = self.render(run)
+        resp = self.deps.client.chat_postMessage(channel=run.channel, text=text, blocks=blocks)
         ts = str(resp["ts"])
         with self.deps.sessions() as s:
             fresh = self.reload(s, run)
@@ -95,11 +110,9 @@ class RunThread:
             if not force and time.monotonic() - last < CARD_UPDATE_MIN_INTERVAL_S:
                 return False
             self._card_updated[key] = time.monotonic()
-        view = self.card_view(run)
+        text, blocks = self.render(run)
         try:
-            self.deps.client.chat_update(
-                channel=run.channel, ts=run.card_ts, text=card_text(view), blocks=render_card(view)
-            )
+            self.deps.client.chat_update(channel=run.channel, ts=run.card_ts, text=text, blocks=blocks)
         except SlackApiError as exc:
             if exc.response.get("error") not in GONE_ERRORS:
                 raise
@@ -150,6 +163,16 @@ class RunThread:
                 s, channel=run.channel, ts=ts, purpose=purpose, run_id=run.id, thread_ts=run.thread_ts
             )
         return ts
+
+    def edit_thread_post(self, run: Run, ts: str, *, text: str, blocks: list[dict[str, Any]]) -> bool:
+        """Edit a post of the run's thread in place (chat.update); False when it is gone (the caller posts anew)."""
+        try:
+            self.deps.client.chat_update(channel=run.channel, ts=ts, text=text, blocks=blocks)
+        except SlackApiError as exc:
+            if exc.response.get("error") not in GONE_ERRORS:
+                raise
+            return False
+        return True
 
     def upload_to_thread(self, run: Run, *, content: bytes, filename: str, title: str, comment: str) -> None:
         """Attach a file in the run's thread (files_upload_v2)."""

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from bot.polyaxon import RunInfo
     from bot.preflight import PreflightService
     from bot.registry import RegistrationService
+    from bot.sweeps import SweepFollower
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class Watcher:
         metrics_every: timedelta = timedelta(seconds=30),
         registry: RegistrationService | None = None,
         preflights: PreflightService | None = None,
+        sweeps: SweepFollower | None = None,
         still_leader: Callable[[], bool] | None = None,
     ) -> None:
         self.runs = runs
@@ -69,6 +71,7 @@ class Watcher:
         self.still_leader = still_leader or (lambda: True)
         self.registry = registry
         self.preflights = preflights
+        self.sweeps = sweeps
         self.sessions = runs.sessions
         self.gateway = runs.gateway
         self.clock = clock
@@ -86,7 +89,13 @@ class Watcher:
         if self.registry is not None:
             # Approved requests whose registration failed (Polyaxon down) register here, once it is back.
             self._retry_registrations(stats)
-        self._poll(stats)
+        remote = self._poll(stats)
+        if self.sweeps is not None:
+            # Sweeps are followed as wholes: one request per sweep lists its trials, whatever their number.
+            followed = self.sweeps.follow(remote, self.still_leader)
+            stats.polyaxon_requests += followed.polyaxon_requests
+            stats.transitions += followed.transitions
+            stats.errors += followed.errors
         if self.preflights is not None:
             # Every preflight whose run has ended (in this tick, or before a restart) is settled here, once: its
             # report is the gate's evidence at once.
@@ -94,15 +103,15 @@ class Watcher:
         stats.seconds = time.perf_counter() - started
         return stats
 
-    def _poll(self, stats: TickStats) -> None:
-        """One list call for the active runs, then each run's transitions, metrics and stuck check."""
+    def _poll(self, stats: TickStats) -> dict[str, RunInfo] | None:
+        """One list call for the active runs, then each run's transitions, metrics and stuck check; the list."""
         from bot.polyaxon import GatewayError
 
         with self.sessions() as s:
             active = [r for r in repos.list_active_runs(s) if r.polyaxon_uuid]
         stats.active = len(active)
         if not active:
-            return
+            return None
         try:
             remote = {info.uuid: info for info in self.gateway.list_active_runs()}
             stats.polyaxon_requests += 1
@@ -110,7 +119,9 @@ class Watcher:
             # Reported, never swallowed: the log says why, the next tick retries.
             log.warning("watcher: Polyaxon is unreachable: %s", exc)
             stats.errors.append(str(exc))
-            return
+            return None
+        # A sweep is followed as a whole (bot.sweeps); its trials are not in `active` at all.
+        active = [r for r in active if r.kind != "sweep"]
         now = self.clock()
         # Least recently refreshed first, so a capped tick leaves the freshest runs for the next one.
         epoch = datetime.min.replace(tzinfo=now.tzinfo)
@@ -125,6 +136,7 @@ class Watcher:
             except GatewayError as exc:
                 log.warning("watcher: run %s: %s", run.name, exc)
                 stats.errors.append(f"{run.name}: {exc}")
+        return remote
 
     def _retry_registrations(self, stats: TickStats) -> None:
         from bot.polyaxon import GatewayError

@@ -73,6 +73,14 @@ from storage.repos.runs import (
     unposted_status_events,
     update_run,
 )
+from storage.repos.sweeps import (
+    create_sweep,
+    followed_sweeps,
+    get_sweep,
+    recent_sweeps,
+    sweep_trials,
+    update_sweep,
+)
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -92,6 +100,7 @@ __all__ = [
     "create_preflight",
     "create_registration",
     "create_run",
+    "create_sweep",
     "delete_digest_schedule",
     "dialect_insert",
     "digest_registrations",
@@ -100,6 +109,7 @@ __all__ = [
     "find_runs",
     "finish_delivery",
     "finish_preflight",
+    "followed_sweeps",
     "forget_delivery",
     "get_approval_request",
     "get_approval_request_by_message",
@@ -107,6 +117,7 @@ __all__ = [
     "get_registration",
     "get_run",
     "get_run_by_name",
+    "get_sweep",
     "last_digest_at",
     "latest_preflight",
     "lineage_roots",
@@ -123,6 +134,7 @@ __all__ = [
     "open_approval_requests",
     "passed_preflight",
     "preflight_for_run",
+    "recent_sweeps",
     "record_delivery",
     "record_notice",
     "record_posted_message",
@@ -132,9 +144,11 @@ __all__ = [
     "release_digest_slot",
     "revoke_approval",
     "running_preflights",
+    "sweep_trials",
     "unfinished_deliveries",
     "unposted_status_events",
     "update_approval_request",
     "update_run",
+    "update_sweep",
     "upsert_digest_schedule",
 ]

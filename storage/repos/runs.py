@@ -67,8 +67,8 @@ def find_runs(session: Session, *, ref: str) -> Sequence[Run]:
 
 
 def list_active_runs(session: Session, *, requester: str | None = None) -> Sequence[Run]:
-    """Runs not yet in a terminal state, optionally only one requester's."""
-    stmt = select(Run).where(col(Run.status).in_(ACTIVE_STATUSES))
+    """Runs not yet in a terminal state, optionally only one requester's; a sweep's trials are its sweep's to follow."""
+    stmt = select(Run).where(col(Run.status).in_(ACTIVE_STATUSES), col(Run.sweep_id).is_(None))
     if requester is not None:
         stmt = stmt.where(Run.requester == requester)
     return session.exec(stmt.order_by(col(Run.id))).all()

@@ -151,15 +151,26 @@ def reply_text(reply: dict[str, Any]) -> str:
 
 @contextmanager
 def start_live_bot(
-    polyaxon_stack: LocalPolyaxonStack, folder: Path, *, approvers: list[str] | None = None
+    polyaxon_stack: LocalPolyaxonStack,
+    folder: Path,
+    *,
+    approvers: list[str] | None = None,
+    catalog_dir: Path | None = None,
 ) -> Iterator[LiveBot]:
-    """A bot with its own stand-in, database and Polyaxon project, built as `serve` builds it; stopped after."""
+    """A bot with its own stand-in, database and Polyaxon project, built as `serve` builds it; stopped after.
+
+    `catalog_dir` replaces the shipped catalog (a test's own recipes; paths in it are relative to its parent).
+    """
     standin = SlackStandIn().start()
     url = f"sqlite:///{folder / 'bot.db'}"
     engine = make_engine(url)
     upgrade(engine)
     engine.dispose()
     settings = e2e_settings(standin, polyaxon_stack.host, url, project=f"e2e-{uuid.uuid4().hex[:8]}")
+    if catalog_dir is not None:
+        settings = settings.model_copy(
+            update={"finetune": settings.finetune.model_copy(update={"catalog_dir": catalog_dir})}
+        )
     if approvers is not None:
         settings = settings.model_copy(
             update={"finetune": settings.finetune.model_copy(update={"approvers": approvers})}

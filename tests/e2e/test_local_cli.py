@@ -82,3 +82,47 @@ def test_local_runs_sft_tiny_to_succeeded_from_a_script(tmp_path: Path, tiny_mod
     # Everything it started is gone: no server, agent or job left behind.
     leftovers = subprocess.run(["pgrep", "-f", str(tmp_path / "store")], capture_output=True, text=True).stdout
     assert leftovers.strip() == "", leftovers
+
+
+SWEEP_SCRIPT = """\
+/finetune sweep recipe=quickstart lr=0.01,0.05,0.1 concurrency=2
+/finetune run recipe=quickstart epochs=2
+wait 180
+/finetune outputs $RUN
+sleep 2
+/finetune sweep recipe=quickstart lr=0.01,0.05,0.1 concurrency=2
+wait 300
+/finetune status $RUN
+"""
+
+
+@pytest.mark.slow  # the same sweep runs through the real Bolt app in tests/e2e/test_sweeps.py by default
+def test_local_sweeps_quickstart_to_one_card_and_a_leaderboard_of_three(tmp_path: Path) -> None:
+    exe = Path(sys.executable).with_name("finetune-bot")
+    env = {
+        **os.environ,
+        "FINETUNE_DATABASE_URL": f"sqlite:///{tmp_path / 'local.db'}",
+        "FINETUNE_WATCH_INTERVAL_S": "1",
+        "POLYAXON_NO_CONFIG": "true",
+    }
+    subprocess.run([str(exe), "db", "upgrade"], cwd=REPO, env=env, check=True, timeout=120)
+    done = subprocess.run(
+        [str(exe), "local", "--store", str(tmp_path / "store"), "--script", "-"],
+        cwd=REPO,
+        env=env,
+        input=SWEEP_SCRIPT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out = done.stdout
+    assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
+    refusal, rest = out.split("Planned quickstart as", 1)
+    assert "waits for one confirmed run" in refusal and "/finetune outputs RUN" in refusal
+    assert "read back: confirmed :white_check_mark:" in rest
+    assert rest.count("(new) sweep · quickstart · quickstart-sweep-") == 1  # one card
+    assert rest.count("(new) Leaderboard · quickstart-sweep-") == 1  # one leaderboard, then edits
+    final = rest.split("(only you) sweep · quickstart ·")[-1]
+    assert "*succeeded* · 3/3 done" in final
+    ranks = [line for line in final.splitlines() if line.startswith((":trophy: #1", "#2", "#3"))]
+    assert len(ranks) == 3 and all("succeeded · accuracy" in line for line in ranks), final

@@ -1,0 +1,194 @@
+"""A sweep's trials as the leaderboard shows them: their values, status, final eval metric, rank. Pure.
+
+Only a trial that succeeded and wrote its final evaluation under the sweep's eval contract (its outputs carry
+the contract's hash) is ranked, by the contract's ranking metric: never by training loss or speed. A running
+trial shows its last logged value, marked as such; it is never "best so far".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from bot.slack.blocks import MAX_SECTION, context, escape, header, section
+from storage.models import Run, Sweep
+
+WAITING = frozenset({"created", "compiled", "queued", "scheduled", "on_schedule", "unschedulable", "warning"})
+RUNNING = frozenset({"starting", "running", "processing", "retrying", "resuming", "stopping"})
+FAILED = frozenset({"failed", "upstream_failed"})
+ENDED = frozenset({"succeeded", "failed", "stopped", "skipped", "upstream_failed", "done"})
+# Rows the leaderboard lists by name; the rest are counted (Slack's 3,000 characters per section, 50 blocks).
+SHOWN = 40
+
+
+class TrialRow(BaseModel):
+    """One trial on the leaderboard."""
+
+    index: int
+    name: str
+    status: str
+    values: dict[str, Any] = Field(default_factory=dict)
+    metric: float | None = None
+    final: bool = False
+    rank: int | None = None
+    finished_at: str | None = None
+
+
+class Counts(BaseModel):
+    """How many trials are done, running, failed, stopped and waiting (of those planned)."""
+
+    planned: int
+    succeeded: int = 0
+    running: int = 0
+    failed: int = 0
+    stopped: int = 0
+    waiting: int = 0
+
+    @property
+    def ended(self) -> int:
+        """Trials that reached a final state."""
+        return self.succeeded + self.failed + self.stopped
+
+    def describe(self) -> str:
+        """`2/3 done · 1 running · 0 failed · 0 queued`."""
+        parts = [f"{self.succeeded}/{self.planned} done", f"{self.running} running", f"{self.failed} failed"]
+        if self.stopped:
+            parts.append(f"{self.stopped} stopped")
+        not_started = max(0, self.planned - self.ended - self.running - self.waiting)
+        parts.append(f"{self.waiting + not_started} queued")
+        return " · ".join(parts)
+
+
+def trial_rows(sweep: Sweep, trials: Sequence[Run], contract_hash: str) -> list[TrialRow]:
+    """Each trial with its swept values and metric; succeeded trials with a final evaluation ranked, best first."""
+    keys = [(str(axis["key"]), str(axis["input"])) for axis in sweep.space]
+    rows: list[TrialRow] = []
+    for index, trial in enumerate(trials, start=1):
+        value = trial.last_metrics.get(sweep.metric)
+        number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        final = (
+            trial.status == "succeeded"
+            and number is not None
+            and bool(contract_hash)
+            and trial.last_metrics.get("eval_contract_hash") == contract_hash
+        )
+        rows.append(
+            TrialRow(
+                index=index,
+                name=trial.name,
+                status=trial.status,
+                values={key: trial.params.get(name) for key, name in keys},
+                metric=number,
+                final=final,
+                finished_at=trial.finished_at.isoformat() if trial.finished_at else None,
+            )
+        )
+    ranked = sorted(
+        (row for row in rows if row.final and row.metric is not None),
+        key=lambda row: (-(row.metric or 0.0) if sweep.higher_is_better else (row.metric or 0.0), row.index),
+    )
+    for rank, row in enumerate(ranked, start=1):
+        row.rank = rank
+    return rows
+
+
+def best(rows: Sequence[TrialRow]) -> TrialRow | None:
+    """The best ranked trial, or None before any trial has a final evaluation."""
+    return next((row for row in rows if row.rank == 1), None)
+
+
+def ranked(rows: Sequence[TrialRow], top: int | None = None) -> list[TrialRow]:
+    """Ranked trials, best first (the first `top`)."""
+    out = sorted((row for row in rows if row.rank is not None), key=lambda row: row.rank or 0)
+    return out[:top] if top is not None else out
+
+
+def count(rows: Sequence[TrialRow], planned: int) -> Counts:
+    """Trials by state; `planned` may exceed the rows while Polyaxon has not created them all yet."""
+    counts = Counts(planned=max(planned, len(rows)))
+    for row in rows:
+        if row.status == "succeeded":
+            counts.succeeded += 1
+        elif row.status in FAILED:
+            counts.failed += 1
+        elif row.status in ENDED:
+            counts.stopped += 1
+        elif row.status in RUNNING:
+            counts.running += 1
+        else:
+            counts.waiting += 1
+    return counts
+
+
+def values_text(values: dict[str, Any]) -> str:
+    """`lr=0.05 hidden=16`."""
+    return " ".join(f"{key}={format_value(value)}" for key, value in values.items())
+
+
+def format_value(value: Any) -> str:
+    """A swept value as short text (floats to 4 significant digits)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "?" if value is None else str(value)
+
+
+def render_leaderboard(
+    sweep: Sweep, rows: Sequence[TrialRow], *, title: str, ended: bool = False
+) -> tuple[str, list[dict[str, Any]]]:
+    """The leaderboard message (one, edited in place): ranked trials first, then the others by trial number."""
+    direction = "higher is better" if sweep.higher_is_better else "lower is better"
+    ordered = ranked(rows) + [row for row in rows if row.rank is None]
+    lines = [_line(row, sweep.metric) for row in ordered[:SHOWN]]
+    if len(ordered) > SHOWN:
+        left = ordered[SHOWN:]
+        lines.append(f"… and {len(left)} more trials ({sum(1 for r in left if r.rank is not None)} ranked)")
+    blocks: list[dict[str, Any]] = [header(f"Leaderboard · {title}")]
+    if not rows:
+        blocks.append(section("_No trials yet: Polyaxon is creating them._"))
+    current = ""
+    for line in lines:
+        if current and len(current) + len(line) + 1 > MAX_SECTION:
+            blocks.append(section(current))
+            current = line
+        else:
+            current = f"{current}\n{line}" if current else line
+    if current:
+        blocks.append(section(current))
+    state = "final" if ended else "updated as trials finish"
+    blocks.append(
+        context(
+            f"ranked by the eval contract's *{escape(sweep.metric)}* ({direction}), final evaluations only; "
+            f"never by training loss or speed · {state}"
+        )
+    )
+    top = best(rows)
+    text = f"Leaderboard of {title}: " + (
+        f"best {top.name} {sweep.metric}={format_value(top.metric)}" if top else "no trial finished yet"
+    )
+    return text, blocks
+
+
+def board_digest(text: str, blocks: list[dict[str, Any]]) -> str:
+    """What the leaderboard shows, as a digest: it is edited only when this changes."""
+    payload = json.dumps({"text": text, "blocks": blocks}, sort_keys=True)
+    return "sha256:" + hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _line(row: TrialRow, metric: str) -> str:
+    mark = ":trophy: " if row.rank == 1 else ""
+    place = f"#{row.rank}" if row.rank is not None else "–"
+    if row.final:
+        shown = f"{metric} *{format_value(row.metric)}*"
+    elif row.metric is not None and row.status in RUNNING:
+        shown = f"{metric} {format_value(row.metric)} (so far)"
+    elif row.status == "succeeded":
+        shown = "no final evaluation"
+    else:
+        shown = "—"
+    return f"{mark}{place} `{escape(row.name)}` {escape(values_text(row.values))} · {row.status} · {shown}"
