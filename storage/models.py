@@ -126,6 +126,8 @@ class Sweep(SQLModel, table=True):
     leaderboard_digest: str | None = Field(default=None, max_length=80, description="What the leaderboard shows")
     stop_reason: str | None = Field(default=None, description="Why the bot stopped it: cutoff, target, a user")
     summary_ts: str | None = Field(default=None, max_length=32, description="The final summary's post")
+    # What the leaderboard last showed, for digests: trial counts and the best trial (name, metric, values).
+    progress: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON(), nullable=True))
     created_at: datetime = _created()
 
 

@@ -38,6 +38,9 @@ class DigestRun(BaseModel):
     validation: str | None = None
     kind: str = "train"
     confirmed: bool = False
+    # A sweep's trials and best trial (what its leaderboard last showed); its trials have no line of their own.
+    sweep: dict[str, Any] | None = None
+    sweep_metric: str | None = None
 
 
 class DigestApproval(BaseModel):
@@ -101,6 +104,8 @@ def _run_line(run: DigestRun) -> str:
     marks = ""
     if run.kind == "preflight":
         marks += " · preflight"
+    if run.kind == "sweep":
+        marks += " · " + _sweep_text(run)
     if run.validation == "unvalidated":
         marks += " · :warning: *unvalidated* (preflight skipped)"
     elif run.validation == "awaiting_approval":
@@ -110,6 +115,21 @@ def _run_line(run: DigestRun) -> str:
     if run.confirmed:
         marks += " · outputs confirmed"
     return f"• {name} ({run.recipe}) by <@{run.requester}>{metric}{marks}"
+
+
+def _sweep_text(run: DigestRun) -> str:
+    """`sweep: 3/3 trials done, 0 failed · best `…-t2` (lr=0.05) accuracy 0.9883`."""
+    progress = run.sweep or {}
+    text = (
+        f"sweep: {progress.get('succeeded', 0)}/{progress.get('planned', '?')} trials done, "
+        f"{progress.get('failed', 0)} failed"
+    )
+    top = progress.get("best")
+    if isinstance(top, dict) and isinstance(top.get("metric"), int | float):
+        text += f" · best `{top.get('name')}` ({top.get('values')}) {run.sweep_metric} {float(top['metric']):.4g}"
+    else:
+        text += " · no trial ranked yet"
+    return text
 
 
 def _progress(run: DigestRun) -> str:

@@ -29,7 +29,7 @@ from bot.scheduler import PERSISTENT, latest_fire_time
 from bot.settings import Settings
 from storage import repos
 from storage.db import SessionFactory
-from storage.models import ApprovalRequest, Run
+from storage.models import ApprovalRequest, Run, Sweep
 
 log = logging.getLogger(__name__)
 
@@ -193,9 +193,13 @@ class DigestRuntime:
             since = repos.last_digest_at(s, channel=channel) or (scheduled_for or now) - period
             runs = repos.digest_runs(s, channel=channel, since=since)
             roots = repos.lineage_roots(s, run_ids=[run.id or 0 for run in runs])
+            sweeps = repos.digest_sweeps(s, run_ids=[run.id or 0 for run in runs if run.kind == "sweep"])
             requests = repos.open_approval_requests(s, channel=channel)
             registered = repos.digest_registrations(s, channel=channel, since=since)
-            digest_runs = [to_digest_run(run, base, lineage=roots.get(run.id or 0, 0)) for run in runs]
+            digest_runs = [
+                to_digest_run(run, base, lineage=roots.get(run.id or 0, 0), sweep=sweeps.get(run.id or 0))
+                for run in runs
+            ]
             approvals = [self._to_digest_approval(req, run, users, base, now) for req, run, users in requests]
             registrations = [
                 DigestRegistration(
@@ -242,8 +246,8 @@ class DigestRuntime:
         )
 
 
-def to_digest_run(run: Run, base: str | None, *, lineage: int = 0) -> DigestRun:
-    """The digest's view of a stored run."""
+def to_digest_run(run: Run, base: str | None, *, lineage: int = 0, sweep: Sweep | None = None) -> DigestRun:
+    """The digest's view of a stored run (a sweep's with its trial counts and best trial)."""
     metric, higher = primary_metric(run.eval_contract)
     value = run.last_metrics.get(metric)
     max_steps = run.params.get("max_steps")
@@ -268,4 +272,6 @@ def to_digest_run(run: Run, base: str | None, *, lineage: int = 0) -> DigestRun:
         lineage=lineage or run.id or 0,
         step=run.last_step,
         max_steps=max_steps if isinstance(max_steps, int) and max_steps > 0 else None,
+        sweep=(sweep.progress or {}) if sweep is not None else None,
+        sweep_metric=sweep.metric if sweep is not None else None,
     )

@@ -124,6 +124,19 @@ def count(rows: Sequence[TrialRow], planned: int) -> Counts:
     return counts
 
 
+def progress(rows: Sequence[TrialRow], planned: int) -> dict[str, Any]:
+    """What a digest shows of a sweep (stored with the leaderboard): trial counts and the best trial."""
+    counts = count(rows, planned)
+    top = best(rows)
+    return {
+        "planned": counts.planned,
+        "succeeded": counts.succeeded,
+        "failed": counts.failed,
+        "running": counts.running,
+        "best": None if top is None else {"name": top.name, "metric": top.metric, "values": values_text(top.values)},
+    }
+
+
 def values_text(values: dict[str, Any]) -> str:
     """`lr=0.05 hidden=16`."""
     return " ".join(f"{key}={format_value(value)}" for key, value in values.items())

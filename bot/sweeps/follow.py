@@ -22,7 +22,17 @@ from bot.runs import INLINE_LOG_BYTES
 from bot.runs.deps import RunDeps
 from bot.runs.thread import RunThread
 from bot.slack.blocks import escape
-from bot.sweeps.board import ENDED, FAILED, TrialRow, best, board_digest, render_leaderboard, trial_rows, values_text
+from bot.sweeps.board import (
+    ENDED,
+    FAILED,
+    TrialRow,
+    best,
+    board_digest,
+    progress,
+    render_leaderboard,
+    trial_rows,
+    values_text,
+)
 from bot.sweeps.card import render_summary
 from bot.sweeps.decide import cutoff_reached, failure_streak, target_reached
 from bot.sweeps.plot import plot_space
@@ -256,7 +266,9 @@ class SweepFollower:
         with self.deps.sessions() as s:
             fresh = repos.get_sweep(s, run_id=run.id or 0)
             if fresh is not None:
-                repos.update_sweep(s, fresh, leaderboard_ts=ts, leaderboard_digest=digest)
+                repos.update_sweep(
+                    s, fresh, leaderboard_ts=ts, leaderboard_digest=digest, progress=progress(rows, sweep.trials)
+                )
         return True
 
     def _summarize(self, sweep: Sweep, run: Run, rows: Sequence[TrialRow]) -> None:

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from sqlmodel import Session, col, func, or_, select
 
-from storage.models import Approval, ApprovalRequest, DigestPost, DigestSchedule, Registration, Run, utcnow
+from storage.models import Approval, ApprovalRequest, DigestPost, DigestSchedule, Registration, Run, Sweep, utcnow
 from storage.repos.common import dialect_insert
 from storage.repos.runs import ACTIVE_STATUSES
 
@@ -79,9 +79,13 @@ def last_digest_at(session: Session, *, channel: str) -> datetime | None:
 
 
 def digest_runs(session: Session, *, channel: str, since: datetime) -> Sequence[Run]:
-    """One query: the channel's runs that finished or were created since `since`, and all its active runs."""
+    """One query: the channel's runs that finished or were created since `since`, and all its active runs.
+
+    A sweep's trials are left out: the sweep is one line, with its best trial (`digest_sweeps`).
+    """
     stmt = select(Run).where(
         Run.channel == channel,
+        col(Run.sweep_id).is_(None),
         or_(
             col(Run.finished_at) >= since,
             col(Run.created_at) >= since,
@@ -119,3 +123,11 @@ def digest_registrations(session: Session, *, channel: str, since: datetime) -> 
         .where(Run.channel == channel, col(Registration.registered_at) >= since)
         .order_by(col(Registration.id))
     ).all()
+
+
+def digest_sweeps(session: Session, *, run_ids: Sequence[int]) -> dict[int, Sweep]:
+    """One query: the sweep records of those runs that are sweeps, by run id."""
+    if not run_ids:
+        return {}
+    rows = session.exec(select(Sweep).where(col(Sweep.run_id).in_(list(run_ids)))).all()
+    return {row.run_id: row for row in rows}

@@ -144,6 +144,17 @@ def test_a_grid_runs_as_one_matrix_to_one_card_and_one_leaderboard_ranked_on_acc
     assert "is a sweep" in refused and f"/finetune register {best}" in refused
     register = reply_text(live_bot.command(f"register {best} model=qs-sweep", user=ALICE))
     assert "approv" in register.lower(), register
+    # The digest: the sweep is one line with its best trial; its trials have no line of their own.
+    live_bot.command("digest now")
+    digest = wait_for(
+        lambda: next(
+            (reply_text(m) for m in live_bot.standin.messages(CHANNEL) if "Training digest" in reply_text(m)), None
+        ),
+        timeout=30,
+    )
+    assert f"sweep: 3/3 trials done, 0 failed · best `{best}`" in digest, digest
+    # (the best trial is named again only by the registration request that waits for a decision)
+    assert all(t.name not in digest for t in trials if t.name != best), digest
 
 
 def test_a_random_sweep_with_a_seed_samples_the_same_trials_and_stops_mid_sweep(live_bot: LiveBot) -> None:

@@ -41,6 +41,7 @@ def upgrade() -> None:
         sa.Column("leaderboard_digest", sa.String(length=80), nullable=True),
         sa.Column("stop_reason", sa.String(), nullable=True),
         sa.Column("summary_ts", sa.String(length=32), nullable=True),
+        sa.Column("progress", sa.JSON(), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(["run_id"], ["runs.id"], name=op.f("fk_sweeps_run_id_runs")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_sweeps")),

@@ -212,3 +212,19 @@ def test_running_runs_and_new_registrations_are_in_the_digest() -> None:
     assert "In progress* (2)" in text and "*running* · step 12/40" in text and "*queued*" in text
     assert "Registered* (1)" in text and "tiny-chat:v2" in text and "from `done`" in text
     assert "No runs since" not in text
+
+
+def test_a_sweep_is_one_line_with_its_trial_counts_and_best_trial() -> None:
+    progress = {
+        "planned": 3,
+        "succeeded": 3,
+        "failed": 0,
+        "running": 0,
+        "best": {"name": "qs-sweep-t2", "metric": 0.98828, "values": "lr=0.05"},
+    }
+    sweep = run("qs-sweep", kind="sweep", recipe="quickstart", sweep=progress, sweep_metric="accuracy")
+    going = run("qs-sweep-2", "running", kind="sweep", sweep={"planned": 8, "succeeded": 1, "failed": 2})
+    text = text_of(compose_digest(DigestData(channel="C1", since=SINCE, runs=[sweep, going]), NOW))
+    assert text.count("qs-sweep-t2") == 1
+    assert "sweep: 3/3 trials done, 0 failed · best `qs-sweep-t2` (lr=0.05) accuracy 0.9883" in text
+    assert "sweep: 1/8 trials done, 2 failed · no trial ranked yet" in text
