@@ -82,6 +82,8 @@ class SweepFollower:
             if not still_leader():
                 break
             if run.polyaxon_uuid is None:
+                if run.status in ENDED:  # cancelled before Polyaxon had it: nothing ran, say so once
+                    self._summarize(sweep, run, [])
                 continue  # not submitted yet: the submission retry is the run machinery's
             stats.sweeps += 1
             try:

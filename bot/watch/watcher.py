@@ -20,7 +20,7 @@ from bot.runs import INLINE_LOG_BYTES, RunService
 from bot.slack.blocks import escape
 from bot.watch.report import checkpoint_step, final_eval, metrics_text, resume_hint, resumed_text
 from storage import repos
-from storage.models import Run
+from storage.models import Run, utcnow
 
 if TYPE_CHECKING:
     from bot.polyaxon import RunInfo
@@ -35,6 +35,9 @@ FAILED_TAIL_LINES = 400
 # Each refresh costs two Polyaxon requests; capping them per tick bounds a tick's time however many runs
 # are active (the rest are refreshed on the next ticks, least recently refreshed first).
 MAX_REFRESHES_PER_TICK = 50
+# A transition recorded less than this long ago may be being told right now by the thread that recorded it (a
+# command's, or another replica's): only older unposted ones are a crash's leftovers to tell.
+RECOVER_AFTER = timedelta(seconds=10)
 
 
 @dataclass
@@ -65,6 +68,7 @@ class Watcher:
         preflights: PreflightService | None = None,
         sweeps: SweepFollower | None = None,
         still_leader: Callable[[], bool] | None = None,
+        recover_after: timedelta = RECOVER_AFTER,
     ) -> None:
         self.runs = runs
         # Between runs of a long tick: does this replica still hold the watcher lease? (Always, without one.)
@@ -72,6 +76,7 @@ class Watcher:
         self.registry = registry
         self.preflights = preflights
         self.sweeps = sweeps
+        self.recover_after = recover_after
         self.sessions = runs.sessions
         self.gateway = runs.gateway
         self.clock = clock
@@ -273,7 +278,8 @@ class Watcher:
     def _recover_unposted(self, stats: TickStats) -> None:
         """Tell transitions that were recorded but not posted (the bot died between the two)."""
         with self.sessions() as s:
-            pending = list(repos.unposted_status_events(s))
+            # Recorded with the database's clock (storage.models.utcnow), so compared with it, not the watcher's.
+            pending = list(repos.unposted_status_events(s, before=utcnow() - self.recover_after))
         for event, run in pending:
             # The bot may have died after the post and before noting it: tell_transition reads the thread back.
             if self.runs.thread.tell_transition(

@@ -113,14 +113,20 @@ def list_status_events(session: Session, *, run_id: int) -> Sequence[StatusEvent
     return session.exec(select(StatusEvent).where(StatusEvent.run_id == run_id).order_by(col(StatusEvent.id))).all()
 
 
-def unposted_status_events(session: Session) -> Sequence[tuple[StatusEvent, Run]]:
-    """Transitions recorded but not yet told in their run's thread (a crash between the two)."""
-    return session.exec(
+def unposted_status_events(session: Session, *, before: datetime | None = None) -> Sequence[tuple[StatusEvent, Run]]:
+    """Transitions recorded but not yet told in their run's thread (a crash between the two).
+
+    `before`: only events recorded before then; a younger one may be being told right now by the thread that
+    recorded it (in this process or another replica), and must be left to it.
+    """
+    statement = (
         select(StatusEvent, Run)
         .join(Run, col(Run.id) == col(StatusEvent.run_id))
         .where(col(StatusEvent.posted_ts).is_(None), col(Run.thread_ts).is_not(None))
-        .order_by(col(StatusEvent.id))
-    ).all()
+    )
+    if before is not None:
+        statement = statement.where(col(StatusEvent.observed_at) <= before)
+    return session.exec(statement.order_by(col(StatusEvent.id))).all()
 
 
 def mark_status_event_posted(session: Session, *, event_id: int, ts: str) -> None:

@@ -143,7 +143,14 @@ def test_a_grid_runs_as_one_matrix_to_one_card_and_one_leaderboard_ranked_on_acc
     refused = reply_text(live_bot.command(f"register {name} model=qs"))
     assert "is a sweep" in refused and f"/finetune register {best}" in refused
     register = reply_text(live_bot.command(f"register {best} model=qs-sweep", user=ALICE))
-    assert "approv" in register.lower(), register
+    assert "approval request" in register and f"for `qs-sweep` in the thread of `{best}`" in register, register
+    request = wait_for(
+        lambda: next(
+            (m for m in live_bot.standin.replies(CHANNEL, run.card_ts or "") if "qs-sweep" in reply_text(m)), None
+        ),
+        timeout=30,
+    )
+    assert request["thread_ts"] == run.card_ts  # a trial's posts go in its sweep's thread
     # The digest: the sweep is one line with its best trial; its trials have no line of their own.
     live_bot.command("digest now")
     digest = wait_for(

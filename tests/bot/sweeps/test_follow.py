@@ -255,3 +255,26 @@ def test_three_failures_in_finishing_order_stop_the_matrix_once_and_the_first_ca
     first = [t for t in thread if "the sweep's first failure" in t]
     assert len(first) == 1 and "quickstart-sweep-0123456789-t1" in first[0] and "Invalid learning rate" in first[0]
     assert sum("Stopping the sweep" in t for t in thread) == 1
+
+
+def test_a_sweep_cancelled_before_polyaxon_had_it_is_summed_up_once_and_no_longer_followed(
+    sessions: SessionFactory, standin: SlackStandIn
+) -> None:
+    gateway = FakeGateway(2)
+    watcher, run = build(sessions, standin, gateway)
+    with sessions() as s:
+        fresh = repos.get_run(s, run_id=run.id or 0)
+        assert fresh is not None
+        repos.update_run(s, fresh, polyaxon_uuid=None, status="pending_submit")
+    sweeps = SweepService(watcher.runs.deps, watcher.runs.thread, watcher.runs.submitter, watcher.runs.comparer)
+    with sessions() as s:
+        pending = repos.get_run(s, run_id=run.id or 0)
+    assert pending is not None
+    assert sweeps.stop(pending, user="U0ALICE01").text.startswith("Stopping sweep")
+    watcher.tick()
+    watcher.tick()
+    thread = [str(m["text"]) for m in standin.replies(DEFAULT_CHANNEL, run.card_ts or "")]
+    assert sum("the sweep *stopped*" in t for t in thread) == 1
+    assert "children" not in gateway.calls and gateway.stopped == []
+    with sessions() as s:
+        assert repos.followed_sweeps(s) == []

@@ -171,6 +171,7 @@ def test_a_log_line_counts_as_activity(sessions: SessionFactory, standin: SlackS
 def test_a_crash_between_post_and_record_is_not_posted_twice(sessions: SessionFactory, standin: SlackStandIn) -> None:
     gateway, clock = FakeGateway(), Clock()
     watcher = make_watcher(sessions, standin, gateway, clock, 2)
+    watcher.recover_after = timedelta(0)  # the crash is long past
     with sessions() as s:
         told, untold = sorted(repos.list_recent_runs(s, limit=2), key=lambda r: r.id or 0)
         told_event = repos.record_status(s, told, status="stopping")
@@ -196,3 +197,18 @@ def test_a_crash_between_post_and_record_is_not_posted_twice(sessions: SessionFa
         events = {e.id: e for r in (told, untold) for e in repos.list_status_events(s, run_id=r.id or 0)}
     assert events[told_id].posted_ts == posted_ts
     assert watcher.tick().recovered_posts == 0
+
+
+def test_a_transition_being_told_right_now_is_left_to_its_teller(
+    sessions: SessionFactory, standin: SlackStandIn
+) -> None:
+    gateway, clock = FakeGateway(), Clock()
+    watcher = make_watcher(sessions, standin, gateway, clock, 1)
+    with sessions() as s:
+        [run] = repos.list_recent_runs(s, limit=1)
+        assert repos.record_status(s, run, status="stopping") is not None
+    # Another thread recorded it a moment ago and is posting it: the tick must not post it as well.
+    assert watcher.tick().recovered_posts == 0
+    assert not any("*stopping*" in str(m["text"]) for m in standin.replies(DEFAULT_CHANNEL, run.card_ts or ""))
+    watcher.recover_after = timedelta(0)  # ...and once it is old, it is a crash's leftover: told once
+    assert watcher.tick().recovered_posts == 1
