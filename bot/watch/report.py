@@ -7,16 +7,20 @@ after each complete checkpoint, `resumed_from_checkpoint` / `resumed_from_step` 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from storage.models import Run
 
 
-def metrics_text(metrics: dict[str, float]) -> str:
-    """Eval metrics, then the training summary, each on its own line (empty when there are none)."""
-    evals = {k: v for k, v in sorted(metrics.items()) if k.startswith("eval_")}
-    train = {k: v for k, v in sorted(metrics.items()) if k in {"loss", "train_loss", "train_runtime"}}
+def metrics_text(metrics: dict[str, float], contract_metrics: Sequence[str] = ()) -> str:
+    """Eval metrics (`eval_*` and the eval contract's own), then the training summary, each on its own line."""
+    evals = {k: v for k, v in sorted(metrics.items()) if k.startswith("eval_") or k in contract_metrics}
+    train = {
+        k: v
+        for k, v in sorted(metrics.items())
+        if k in {"loss", "train_loss", "train_runtime"} and k not in contract_metrics
+    }
     parts = []
     if evals:
         parts.append("*Eval* " + " · ".join(f"{k} `{v:.4g}`" for k, v in evals.items()))
@@ -25,11 +29,12 @@ def metrics_text(metrics: dict[str, float]) -> str:
     return ("\n" + "\n".join(parts)) if parts else ""
 
 
-def final_eval(outputs: Mapping[str, Any]) -> dict[str, float]:
-    """The eval metrics of the run's final evaluation (written with the contract's hash); empty without one."""
+def final_eval(outputs: Mapping[str, Any], contract_metrics: Sequence[str] = ()) -> dict[str, float]:
+    """The metrics of the run's final evaluation (written with the contract's hash): `eval_*` and the contract's own
+    (the quick start's `accuracy`); empty without one."""
     if not outputs.get("eval_contract_hash"):
         return {}
-    return {k: float(v) for k, v in outputs.items() if k.startswith("eval_") and _number(v)}
+    return {k: float(v) for k, v in outputs.items() if (k.startswith("eval_") or k in contract_metrics) and _number(v)}
 
 
 def checkpoint_step(outputs: Mapping[str, Any]) -> int | None:

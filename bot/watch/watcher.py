@@ -186,11 +186,12 @@ class Watcher:
             metrics, step = self.gateway.metrics_summary(run.polyaxon_uuid or "")
             stats.polyaxon_requests += 1
             # The final evaluation by the eval contract (the trainer's results) wins over the last logged values.
-            metrics.update(final_eval(info.outputs))
+            contract_metrics = [str(m) for m in (run.eval_contract or {}).get("metrics") or []]
+            metrics.update(final_eval(info.outputs, contract_metrics))
             fields["last_metrics"] = metrics
             if step is not None:
                 fields["last_step"] = step
-            text = ":white_check_mark: *succeeded*" + metrics_text(metrics)
+            text = ":white_check_mark: *succeeded*" + metrics_text(metrics, contract_metrics)
         elif status == "failed":
             tail = self.gateway.tail_logs(run.polyaxon_uuid or "", lines=FAILED_TAIL_LINES)
             stats.polyaxon_requests += 1

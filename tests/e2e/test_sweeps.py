@@ -241,6 +241,7 @@ def test_three_failed_trials_in_a_row_stop_the_sweep_with_the_first_cause_in_the
     assert thread.count("the sweep's first failure") == 1
 
 
+@pytest.mark.slow  # the decision and the matrix's earlyStopping are unit-tested (tests/bot/sweeps, tests/bot/catalog)
 def test_a_trial_reaching_the_recipes_target_ends_the_sweep_early(test_catalog_bot: LiveBot) -> None:
     bot = test_catalog_bot
     confirm_a_run(bot, "run recipe=quickstart-target epochs=1")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.watch.report import checkpoint_step, final_eval, resume_hint, resumed_text
+from bot.watch.report import checkpoint_step, final_eval, metrics_text, resume_hint, resumed_text
 from storage.models import Run
 
 
@@ -48,3 +48,12 @@ def test_the_resumed_step_is_told_with_the_schedule() -> None:
     assert resumed_text({"resumed_from_step": 72}, run()) == (
         ":leftwards_arrow_with_hook: Resumed from `checkpoint-72` (step 72/500)."
     )
+
+
+def test_the_final_evaluation_includes_the_contracts_own_metrics_and_shows_them_as_eval() -> None:
+    outputs = {"accuracy": 0.9883, "loss": 0.0446, "eval_contract_hash": "sha256:x", "model_digest": "sha256:y"}
+    assert final_eval(outputs) == {}
+    metrics = final_eval(outputs, ["accuracy", "loss"])
+    assert metrics == {"accuracy": 0.9883, "loss": 0.0446}
+    text = metrics_text(metrics, ["accuracy", "loss"])
+    assert "*Eval* accuracy `0.9883` · loss `0.0446`" in text and "*Train*" not in text
