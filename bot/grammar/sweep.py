@@ -71,7 +71,12 @@ class SweepCommand(RecipeCommand):
     @property
     def grid_size(self) -> int:
         """How many combinations the listed values make (a grid's size before any cap)."""
-        return math.prod(len(axis.values) for axis in self.space.values() if axis.kind == "choice")
+        return grid_size(self.space)
+
+
+def grid_size(space: dict[str, SweepAxis]) -> int:
+    """How many combinations the listed values of a space make."""
+    return math.prod(len(axis.values) for axis in space.values() if axis.kind == "choice")
 
 
 def _parse_sweep(tokens: list[str]) -> SweepCommand:
@@ -107,7 +112,7 @@ def _parse_sweep(tokens: list[str]) -> SweepCommand:
                 f"{continuous[0]}={space[continuous[0]].describe()} is a range, which a grid cannot enumerate: "
                 f"list values ({continuous[0]}=V1,V2,…) or sample it with mode=random trials=N"
             )
-        size = math.prod(len(axis.values) for axis in space.values())
+        size = grid_size(space)
         if trials is None:
             if size > MAX_TRIALS:
                 shape = " × ".join(str(len(axis.values)) for axis in space.values())

@@ -16,11 +16,13 @@ from pydantic import BaseModel, Field
 
 from bot.slack.blocks import MAX_SECTION, context, escape, header, section
 from storage.models import Run, Sweep
+from storage.repos.runs import TERMINAL_STATUSES
 
 WAITING = frozenset({"created", "compiled", "queued", "scheduled", "on_schedule", "unschedulable", "warning"})
 RUNNING = frozenset({"starting", "running", "processing", "retrying", "resuming", "stopping"})
 FAILED = frozenset({"failed", "upstream_failed"})
-ENDED = frozenset({"succeeded", "failed", "stopped", "skipped", "upstream_failed", "done"})
+# A trial's or a sweep's final states: the run machinery's (a sweep whose submission failed has ended too).
+ENDED = TERMINAL_STATUSES
 # Rows the leaderboard lists by name; the rest are counted (Slack's 3,000 characters per section, 50 blocks).
 SHOWN = 40
 

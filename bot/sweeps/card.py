@@ -7,11 +7,10 @@ from typing import Any
 
 from bot.runs.card import STATUS_EMOJI, short_pin
 from bot.slack.blocks import command_button, context, escape, header, section
-from bot.sweeps.board import Counts, TrialRow, best, count, format_value, ranked, values_text
+from bot.sweeps.board import ENDED, Counts, TrialRow, best, count, format_value, ranked, values_text
 from storage.models import Run, Sweep
 
 COMPARE_TOP = 3
-ENDED = frozenset({"succeeded", "failed", "stopped", "skipped", "upstream_failed", "done", "submit_failed"})
 
 
 def space_text(sweep: Sweep) -> str:

@@ -175,7 +175,7 @@ class SweepFollower:
                     fields["finished_at"] = child.finished_at
                 if fields:
                     repos.update_run(s, trial, **fields)
-            return list(repos.sweep_trials(s, sweep_run_id=run.id or 0))
+            return sorted(trials.values(), key=lambda t: t.id or 0)
 
     def _tell_first_failure(
         self, run: Run, trials: Sequence[Run], rows: Sequence[TrialRow], stats: FollowStats

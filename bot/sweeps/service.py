@@ -18,8 +18,8 @@ from bot.runs.lookup import find_run
 from bot.runs.submit import Submitter, memory_refusal
 from bot.runs.thread import RunThread
 from bot.slack.blocks import context
-from bot.sweeps.board import RUNNING, WAITING, TrialRow, ranked, render_leaderboard, trial_rows
-from bot.sweeps.card import COMPARE_TOP, ENDED, render_sweep_card
+from bot.sweeps.board import ENDED, TrialRow, ranked, render_leaderboard, trial_rows
+from bot.sweeps.card import COMPARE_TOP, render_sweep_card
 from bot.sweeps.dryrun import render_sweep_plan, smoke_first_refusal
 from storage import repos
 from storage.models import Run, Sweep
@@ -185,11 +185,8 @@ class SweepService:
             return 0
         self.deps.gateway.stop(run.polyaxon_uuid)
         self.thread.update_card(run, force=True)
-        with self.deps.sessions() as s:
-            sweep = repos.get_sweep(s, run_id=run.id or 0)
         planned = sweep.trials if sweep is not None else len(trials)
-        ended = sum(1 for t in trials if t.status not in RUNNING and t.status not in WAITING)
-        return max(0, planned - ended)
+        return max(0, planned - sum(1 for t in trials if t.status in ENDED))
 
     def compare(self, run: Run, cmd: CompareCommand, *, user: str) -> Reply:
         """`compare SWEEP [top=N]`: its best N trials by the eval metric, through the run comparison."""

@@ -35,7 +35,8 @@ LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (DEBUG|INFO|WARNING)
 NEXT_ITEM = re.compile(r"^(    │ )?\[\d+\.\d+\] |^\(only |^» ")
 
 
-def test_local_runs_sft_tiny_to_succeeded_from_a_script(tmp_path: Path, tiny_model: Path) -> None:
+def run_local(tmp_path: Path, script: str, *, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`finetune-bot local` on a fresh database and store under `tmp_path`, driven by `script` on stdin."""
     exe = Path(sys.executable).with_name("finetune-bot")
     env = {
         **os.environ,
@@ -44,15 +45,19 @@ def test_local_runs_sft_tiny_to_succeeded_from_a_script(tmp_path: Path, tiny_mod
         "POLYAXON_NO_CONFIG": "true",
     }
     subprocess.run([str(exe), "db", "upgrade"], cwd=REPO, env=env, check=True, timeout=120)
-    done = subprocess.run(
+    return subprocess.run(
         [str(exe), "local", "--store", str(tmp_path / "store"), "--script", "-"],
         cwd=REPO,
         env=env,
-        input=SCRIPT,
+        input=script,
         capture_output=True,
         text=True,
-        timeout=420,
+        timeout=timeout,
     )
+
+
+def test_local_runs_sft_tiny_to_succeeded_from_a_script(tmp_path: Path, tiny_model: Path) -> None:
+    done = run_local(tmp_path, SCRIPT, timeout=420)
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
     assert "» ready" in out
@@ -98,23 +103,7 @@ wait 300
 
 @pytest.mark.slow  # the same sweep runs through the real Bolt app in tests/e2e/test_sweeps.py by default
 def test_local_sweeps_quickstart_to_one_card_and_a_leaderboard_of_three(tmp_path: Path) -> None:
-    exe = Path(sys.executable).with_name("finetune-bot")
-    env = {
-        **os.environ,
-        "FINETUNE_DATABASE_URL": f"sqlite:///{tmp_path / 'local.db'}",
-        "FINETUNE_WATCH_INTERVAL_S": "1",
-        "POLYAXON_NO_CONFIG": "true",
-    }
-    subprocess.run([str(exe), "db", "upgrade"], cwd=REPO, env=env, check=True, timeout=120)
-    done = subprocess.run(
-        [str(exe), "local", "--store", str(tmp_path / "store"), "--script", "-"],
-        cwd=REPO,
-        env=env,
-        input=SWEEP_SCRIPT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = run_local(tmp_path, SWEEP_SCRIPT, timeout=600)
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
     refusal, rest = out.split("Planned quickstart as", 1)

@@ -191,49 +191,15 @@ def test_the_derived_seed_ignores_concurrency_and_dry_run() -> None:
     assert 0 <= base < 2**31 - 1
 
 
+GRID_PARAMS = {"lr": {"kind": "choice", "value": [0.1, 0.2]}, "hidden": {"kind": "choice", "value": [8, 16]}}
+
+
 @pytest.mark.parametrize(
     ("mode", "seed", "expected"),
     [
-        (
-            "grid",
-            None,
-            {
-                "kind": "grid",
-                "concurrency": 2,
-                "numRuns": 4,
-                "params": {
-                    "lr": {"kind": "choice", "value": [0.1, 0.2]},
-                    "hidden": {"kind": "choice", "value": [8, 16]},
-                },
-            },
-        ),
-        (
-            "grid",
-            9,
-            {
-                "kind": "grid",
-                "concurrency": 2,
-                "numRuns": 4,
-                "params": {
-                    "lr": {"kind": "choice", "value": [0.1, 0.2]},
-                    "hidden": {"kind": "choice", "value": [8, 16]},
-                },
-            },
-        ),
-        (
-            "random",
-            9,
-            {
-                "kind": "random",
-                "concurrency": 2,
-                "numRuns": 4,
-                "params": {
-                    "lr": {"kind": "choice", "value": [0.1, 0.2]},
-                    "hidden": {"kind": "choice", "value": [8, 16]},
-                },
-                "seed": 9,
-            },
-        ),
+        ("grid", None, {"kind": "grid", "concurrency": 2, "numRuns": 4, "params": GRID_PARAMS}),
+        ("grid", 9, {"kind": "grid", "concurrency": 2, "numRuns": 4, "params": GRID_PARAMS}),
+        ("random", 9, {"kind": "random", "concurrency": 2, "numRuns": 4, "params": GRID_PARAMS, "seed": 9}),
     ],
     ids=["grid", "grid-ignores-a-seed", "random-with-seed"],
 )
