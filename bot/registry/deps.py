@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from slack_sdk.errors import SlackApiError
 
 from bot.redact import redact
+from bot.registry.actions import ApprovalAction
 from bot.runs import RunService
 from bot.slack.blocks import escape
 from storage import repos
@@ -31,6 +32,8 @@ class RegistryDeps:
     reaction: str
     quorum: int
     ttl: timedelta
+    # What each kind of approval request asks for (bot.registry.actions), by `ApprovalRequest.action`.
+    actions: dict[str, ApprovalAction] = field(default_factory=dict)
     _bot_user: str | None = field(default=None, init=False)
 
     def bot_user(self) -> str | None:
@@ -41,6 +44,10 @@ class RegistryDeps:
             except SlackApiError:
                 return None
         return self._bot_user
+
+    def action(self, name: str) -> ApprovalAction | None:
+        """The hooks of an action; None for one this process was built without (its requests are left alone)."""
+        return self.actions.get(name)
 
     def redact(self, exc: BaseException) -> str:
         """An error as it may be shown in Slack: secrets redacted, mrkdwn escaped."""

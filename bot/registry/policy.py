@@ -86,13 +86,19 @@ class CriterionResult(BaseModel):
     evidence: str
 
 
-def load_criteria(criteria_dir: Path, model: str) -> Criteria:
+def criteria_path(criteria_dir: Path, model: str) -> Path:
     """The model's own criteria file, else `default.yaml`."""
     path = criteria_dir / f"{model}.yaml"
     if not path.is_file():
         path = criteria_dir / "default.yaml"
     if not path.is_file():
         raise CriteriaError(f"no criteria for {model!r}: {criteria_dir}/default.yaml is missing")
+    return path
+
+
+def load_criteria(criteria_dir: Path, model: str) -> Criteria:
+    """The model's own criteria file, else `default.yaml` (its registration criteria)."""
+    path = criteria_path(criteria_dir, model)
     try:
         raw = yaml.safe_load(path.read_text())
         return Criteria.model_validate({**(raw or {}), "source": path.name})

@@ -8,16 +8,13 @@ ignored for the count, audited, and answered once in the thread with the reason.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from bot.registry.candidate import fresh_digest
+from bot.registry.actions import ApprovalAction
 from bot.registry.deps import RegistryDeps
 from bot.registry.policy import RequestView, Verdict, judge_reaction
-from bot.registry.skip import ACTION as SKIP
-from bot.registry.skip import ask_again, skip_digest
 from bot.registry.states import RequestStates
 from storage import repos
 from storage.models import ApprovalRequest, Run
@@ -25,18 +22,21 @@ from storage.models import ApprovalRequest, Run
 _SKIN_TONE = re.compile(r"::skin-tone-\d$")
 
 
+# Quorum reached and the action under way: the count is closed; once carried out, it is closed for good.
+IN_FLIGHT = ("approved", "registering", "promoting")
+DONE = {"registered": "registered", "promoted": "registered", "granted": "granted"}
+
+
 def _view_status(status: str) -> Any:
-    # Quorum reached (approved, registering): the count is closed, as it is once registered.
-    return "registering" if status in ("approved", "registering") else status
+    return "registering" if status in IN_FLIGHT else DONE.get(status, status)
 
 
 class ReactionJudge:
     """Judges reactions on approval requests; an approval that completes a quorum calls `on_quorum`."""
 
-    def __init__(self, deps: RegistryDeps, states: RequestStates, on_quorum: Callable[[int], None]) -> None:
+    def __init__(self, deps: RegistryDeps, states: RequestStates) -> None:
         self.deps = deps
         self.states = states
-        self.on_quorum = on_quorum
 
     def on_reaction(self, event: dict[str, Any]) -> None:
         """Judge one reaction_added / reaction_removed; reactions unrelated to approval requests are ignored."""
@@ -67,7 +67,8 @@ class ReactionJudge:
                 request = open_requests[-1]
             run = repos.get_run(s, run_id=request.run_id)
             approved = {a.user for a in repos.active_approvals(s, request_id=request.id or 0)}
-        if run is None:
+        hooks = self.deps.action(request.action)
+        if run is None or hooks is None:
             return
         if (
             not added
@@ -81,15 +82,16 @@ class ReactionJudge:
             # comes before registration, so it revokes, and the request waits for its quorum again.
             request.status = "open"
         verdict = self.judge(
-            request, run, added=added, on_request=on_request, user=user, reaction=reaction, approved=approved
+            request, run, hooks, added=added, on_request=on_request, user=user, reaction=reaction, approved=approved
         )
         if verdict.counts:
-            fresh = skip_digest(run) if request.action == SKIP else fresh_digest(self.deps, run)
+            fresh = hooks.digest(request, run)
             if fresh is not None and fresh != request.candidate_digest:
                 self.states.void(request, run, new_digest=fresh)
                 verdict = self.judge(
                     request,
                     run,
+                    hooks,
                     added=added,
                     on_request=on_request,
                     user=user,
@@ -97,12 +99,13 @@ class ReactionJudge:
                     approved=approved,
                     current_digest=fresh,
                 )
-        self.act(request, run, verdict, added=added, user=user, reaction=reaction)
+        self.act(request, run, hooks, verdict, added=added, user=user, reaction=reaction)
 
     def judge(
         self,
         request: ApprovalRequest,
         run: Run,
+        hooks: ApprovalAction,
         *,
         added: bool,
         on_request: bool,
@@ -118,8 +121,8 @@ class ReactionJudge:
             expires_at=request.expires_at,
             candidate_digest=request.candidate_digest,
             current_digest=current_digest,
-            reissue=f"`{ask_again(run)}`" if request.action == SKIP else "`/finetune register`",
-            subject="the held run" if request.action == SKIP else "the candidate",
+            reissue=f"`{hooks.reissue(request, run)}`",
+            subject=hooks.subject,
         )
         return judge_reaction(
             added=added,
@@ -134,9 +137,18 @@ class ReactionJudge:
         )
 
     def act(
-        self, request: ApprovalRequest, run: Run, verdict: Verdict, *, added: bool, user: str, reaction: str
+        self,
+        request: ApprovalRequest,
+        run: Run,
+        hooks: ApprovalAction,
+        verdict: Verdict,
+        *,
+        added: bool,
+        user: str,
+        reaction: str,
     ) -> None:
         request_id = request.id or 0
+        label = hooks.label(request)
         verb = "reaction_added" if added else "reaction_removed"
         outcome = "ignored"
         progress: str | None = None
@@ -157,7 +169,7 @@ class ReactionJudge:
                 outcome = "ok"
                 with self.deps.runs.sessions() as s:
                     count = len(repos.active_approvals(s, request_id=request_id))
-                progress = f":{self.deps.reaction}: <@{user}> approved `{request.model}` ({count}/{request.quorum})."
+                progress = f":{self.deps.reaction}: <@{user}> approved {label} ({count}/{request.quorum})."
         elif verdict.code == "revokes":
             with self.deps.runs.sessions() as s:
                 revoked = repos.revoke_approval(s, request_id=request_id, user=user)
@@ -165,32 +177,22 @@ class ReactionJudge:
             if revoked is not None:
                 outcome = "ok"
                 progress = (
-                    f":leftwards_arrow_with_hook: <@{user}> withdrew their approval of `{request.model}` "
+                    f":leftwards_arrow_with_hook: <@{user}> withdrew their approval of {label} "
                     f"({count}/{request.quorum})."
                 )
         elif verdict.code == "expired" and request.status == "open":
             self.states.expire(request, run)
-        elif verdict.code == "closed" and request.status == "granted":
-            reason = f"`{request.model}` was approved already: <@{user}>'s :{reaction}: changes nothing"
-        elif verdict.code == "closed" and request.status == "registered":
-            with self.deps.runs.sessions() as s:
-                registration = repos.registration_for_request(s, request_id=request_id)
-            label = f"{request.model}:{registration.version}" if registration else request.model
+        elif verdict.code == "closed" and request.status in DONE:
             reason = (
-                f"<@{user}> removed :{reaction}: after registration: `{label}` stays registered"
+                f"<@{user}> removed :{reaction}: after it was {hooks.done}: {label} stays {hooks.done}"
                 if not added
-                else f"`{label}` is registered already: <@{user}>'s :{reaction}: changes nothing"
+                else f"{label} is {hooks.done} already: <@{user}>'s :{reaction}: changes nothing"
             )
-        elif verdict.code == "closed" and added and request.status in ("approved", "registering"):
-            reason = (
-                f"`{request.model}` has its approvals and is being registered: <@{user}>'s :{reaction}: is not needed"
-            )
-        elif verdict.code == "closed" and not added and request.status in ("approved", "registering"):
-            # The registration call is in flight: too late to withdraw (an approved request is reopened above).
-            reason = (
-                f"<@{user}> removed :{reaction}: while `{request.model}` was being registered: "
-                "the approval stands for this registration"
-            )
+        elif verdict.code == "closed" and added and request.status in IN_FLIGHT:
+            reason = f"{label} has its approvals and is {hooks.doing}: <@{user}>'s :{reaction}: is not needed"
+        elif verdict.code == "closed" and not added and request.status in IN_FLIGHT:
+            # The action is in flight: too late to withdraw (an approved request is reopened above).
+            reason = f"<@{user}> removed :{reaction}: while {label} was {hooks.doing}: the approval stands for it"
         with self.deps.runs.sessions() as s:
             repos.add_audit(
                 s,
@@ -207,7 +209,7 @@ class ReactionJudge:
             self.deps.runs.thread.post_thread(run, f":information_source: {reason}", purpose="approval_notice")
         if outcome == "ok":
             # An approval may complete the quorum; so may a revocation on a reopened request that kept it.
-            self.on_quorum(request_id)
+            hooks.on_quorum(request_id)
 
     def no_request(self, run: Run, *, user: str, reaction: str, channel: str) -> None:
         """The approval emoji on a run's card or thread with no open request: tell the reactor (only them)."""

@@ -12,16 +12,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.grammar import RegisterCommand, RunCommand, TraceCommand
+from bot.registry.actions import ApprovalAction
+from bot.registry.candidate import fresh_digest
 from bot.registry.deps import RegistryDeps
 from bot.registry.reactions import ReactionJudge
 from bot.registry.register import RequestMaker
 from bot.registry.registration import Registrar
 from bot.registry.skip import ACTION as SKIP
-from bot.registry.skip import SkipRequests
+from bot.registry.skip import SkipRequests, ask_again, skip_digest
 from bot.registry.states import RequestStates
 from bot.registry.trace import Tracer
 from bot.runs import Reply, RunService
-from storage import repos
+from storage.models import ApprovalRequest
+
+REGISTER = "register"
+
+
+def registration_label(request: ApprovalRequest) -> str:
+    """A registration request's subject: the model, and its version once registered."""
+    registered = request.status == "registered" and request.version
+    return f"`{request.model}:{request.version}`" if registered else f"`{request.model}`"
+
 
 if TYPE_CHECKING:
     from bot.polyaxon import PolyaxonGateway
@@ -46,9 +57,36 @@ class RegistrationService:
         self.registrar = Registrar(self.deps, self.states)
         self.requests = RequestMaker(self.deps, self.states)
         self.skips = SkipRequests(self.deps)
-        self.states.on_expired = self.skips.expired
-        self.reactions = ReactionJudge(self.deps, self.states, on_quorum=self._on_quorum)
+        self.add_action(
+            REGISTER,
+            ApprovalAction(
+                digest=lambda _request, run: fresh_digest(self.deps, run),
+                reissue=lambda request, run: f"/finetune register {run.name} model={request.model}",
+                on_quorum=self.registrar.maybe_register,
+                label=lambda r: (
+                    f"`{r.model}:{r.version}`" if r.status == "registered" and r.version else f"`{r.model}`"
+                ),
+            ),
+        )
+        self.add_action(
+            SKIP,
+            ApprovalAction(
+                digest=lambda _request, run: skip_digest(run),
+                reissue=lambda _request, run: ask_again(run),
+                on_quorum=self.skips.release,
+                subject="the held run",
+                changed="the held run changed after it was made (cancelled or re-planned)",
+                on_expired=self.skips.expired,
+                done="approved",
+                doing="being submitted",
+            ),
+        )
+        self.reactions = ReactionJudge(self.deps, self.states)
         self.tracer = Tracer(self.deps)
+
+    def add_action(self, name: str, action: ApprovalAction) -> None:
+        """Let requests of `name` be judged by these rules (a promotion's hooks come from bot.release)."""
+        self.deps.actions[name] = action
 
     @property
     def gateway(self) -> PolyaxonGateway:
@@ -75,15 +113,6 @@ class RegistrationService:
     def skip_preflight(self, cmd: RunCommand, *, user: str, channel: str, delivery_key: str) -> Reply:
         """`/finetune run … --skip-preflight`: hold the run for approvers (registration's rules)."""
         return self.skips.request(cmd, user=user, channel=channel, delivery_key=delivery_key)
-
-    def _on_quorum(self, request_id: int) -> None:
-        """An approval counted: carry out what the request asks once its quorum is there."""
-        with self.deps.runs.sessions() as s:
-            request = repos.get_approval_request(s, request_id=request_id)
-        if request is not None and request.action == SKIP:
-            self.skips.release(request_id)
-        else:
-            self.registrar.maybe_register(request_id)
 
     def on_reaction(self, event: dict[str, Any]) -> None:
         """Judge one reaction_added / reaction_removed; reactions unrelated to approval requests are ignored."""

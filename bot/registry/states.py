@@ -6,11 +6,7 @@ a re-issued command can race and exactly one of them tells the thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from bot.registry.deps import RegistryDeps
-from bot.registry.skip import ACTION as SKIP
-from bot.registry.skip import ask_again
 from storage import repos
 from storage.models import ApprovalRequest, Run
 
@@ -20,8 +16,21 @@ class RequestStates:
 
     def __init__(self, deps: RegistryDeps) -> None:
         self.deps = deps
-        # Called once a request is closed as expired (a preflight skip cancels its held run).
-        self.on_expired: Callable[[ApprovalRequest, Run], None] | None = None
+
+    def label(self, request: ApprovalRequest) -> str:
+        """How texts name the request's subject."""
+        hooks = self.deps.action(request.action)
+        return hooks.label(request) if hooks is not None else f"`{request.model}`"
+
+    def changed(self, request: ApprovalRequest) -> str:
+        """What changed, for the voided message."""
+        hooks = self.deps.action(request.action)
+        return hooks.changed if hooks is not None else "its subject changed after it was made"
+
+    def reissue(self, request: ApprovalRequest, run: Run) -> str:
+        """The command that asks for the same approval again."""
+        hooks = self.deps.action(request.action)
+        return hooks.reissue(request, run) if hooks is not None else "/finetune help"
 
     def reopen(self, request: ApprovalRequest) -> bool:
         """Approved but not yet registering -> open again; False once a registration attempt has claimed it."""
@@ -46,12 +55,13 @@ class RequestStates:
         if closed:
             self.deps.runs.thread.post_thread(
                 run,
-                f":hourglass: The approval request for `{request.model}` expired unapproved "
-                f"({count}/{request.quorum} approvals). To ask again: `{reissue(request, run)}`.",
+                f":hourglass: The approval request for {self.label(request)} expired unapproved "
+                f"({count}/{request.quorum} approvals). To ask again: `{self.reissue(request, run)}`.",
                 purpose="approval_expired",
             )
-            if self.on_expired is not None:
-                self.on_expired(request, run)
+            hooks = self.deps.action(request.action)
+            if hooks is not None and hooks.on_expired is not None:
+                hooks.on_expired(request, run)
         return closed
 
     def expire_due(self) -> int:
@@ -67,7 +77,7 @@ class RequestStates:
     def void(
         self, request: ApprovalRequest, run: Run, *, new_digest: str, from_statuses: tuple[str, ...] = ("open",)
     ) -> None:
-        """The candidate changed: the request and every approval on it no longer count."""
+        """The subject changed: the request and every approval on it no longer count."""
         digests = f"{request.candidate_digest[:12]} -> {new_digest[:12]}"
         self.void_request(
             request,
@@ -75,15 +85,9 @@ class RequestStates:
             from_statuses=from_statuses,
             error=f"candidate changed: {digests}",
             audit=f"candidate digest {digests}",
-            told=f":no_entry: The approval request for `{request.model}` is *voided*: "
-            + (
-                "the held run changed after it was made (cancelled or re-planned). "
-                if request.action == SKIP
-                else "the candidate changed after it was made "
-                f"(digest `{request.candidate_digest[:12]}` → `{new_digest[:12]}`: new checkpoint, "
-                "re-evaluation or different artifacts). "
-            )
-            + f"Its approvals no longer count; re-issue `{reissue(request, run)}`.",
+            told=f":no_entry: The approval request for {self.label(request)} is *voided*: {self.changed(request)} "
+            f"(digest `{request.candidate_digest[:12]}` → `{new_digest[:12]}`). "
+            f"Its approvals no longer count; re-issue `{self.reissue(request, run)}`.",
         )
 
     def void_request(
@@ -112,10 +116,3 @@ class RequestStates:
         if voided:
             self.deps.runs.thread.post_thread(run, told, purpose="approval_voided")
         return voided
-
-
-def reissue(request: ApprovalRequest, run: Run) -> str:
-    """The command that asks for the same approval again."""
-    if request.action == SKIP:
-        return ask_again(run)
-    return f"/finetune register {run.name} model={request.model}"

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from bot.grammar import TraceCommand
 from bot.registry.deps import RegistryDeps
 from bot.registry.policy import Candidate
 from bot.runs import Reply, RunError
 from bot.slack.blocks import escape, header, section
 from storage import repos
-from storage.models import Run
+from storage.models import Registration, Run
 
 
 def validation_lines(run: Run) -> list[str]:
@@ -36,6 +38,8 @@ class Tracer:
 
     def __init__(self, deps: RegistryDeps) -> None:
         self.deps = deps
+        # More of the chain from other rooms (the release path's stage changes), by registration.
+        self.extra_lines: list[Callable[[Registration], list[str]]] = []
 
     def trace(self, cmd: TraceCommand) -> Reply:
         """version -> run -> recipe, pins, presets -> command -> artifacts -> approvals and revocations."""
@@ -118,5 +122,7 @@ class Tracer:
             for revocation in revocations:
                 if not any(a.user == revocation.user and a.revoked_at for a in approvals):
                     lines.append(f"• <@{revocation.user}> revoked at {revocation.at:%Y-%m-%d %H:%M:%S} UTC")
+        for extra in self.extra_lines:
+            lines += extra(registration)
         blocks = [header(f"Trace of {label}"), section("\n".join(lines))]
         return Reply(text=f"Trace of {label}", blocks=blocks)
