@@ -12,6 +12,7 @@ from bot.catalog.pins import Pinner
 from bot.catalog.plan import Plan, compile_plan
 from bot.catalog.preflight import compile_preflight, mark_distributed
 from bot.catalog.presets import find_preset, presets_for_run
+from bot.catalog.serving import compile_serving_check
 from bot.catalog.sweep import SweepPlan, plan_sweep
 from bot.grammar import RunCommand, SweepCommand, closest, did_you_mean
 
@@ -87,6 +88,19 @@ class Catalog:
         recipe = self.recipe(cmd.recipe)
         component = self.components[recipe.spec.component]
         return plan_sweep(cmd, recipe, component, lambda run_cmd: self.plan(run_cmd, require_local=require_local))
+
+    def plan_serving_check(self, recipe_name: str, *, checkpoint: str, model_run: str = "") -> tuple[Plan, str]:
+        """Compile the serving check of a registered checkpoint trained by `recipe_name`, and its spec digest.
+
+        `checkpoint` is a path inside the artifacts of run `model_run` (as lineage records it), or absolute."""
+        return compile_serving_check(
+            self.recipe(recipe_name),
+            self.components,
+            self.presets,
+            checkpoint=checkpoint,
+            model_run=model_run,
+            repo_root=self.repo_root,
+        )
 
     def missing_local_builds(self) -> list[str]:
         """Build commands of local models and datasets that recipes name but that are not built yet."""

@@ -1,5 +1,5 @@
-"""`finetune-bot manifests check`: every recipe x preset pair (and distributed recipes' preflights) through the
-plan and Polyaxon's checker."""
+"""`finetune-bot manifests check`: every recipe x preset pair (and distributed recipes' preflights and recipes'
+serving checks) through the plan and Polyaxon's checker."""
 
 from __future__ import annotations
 
@@ -43,4 +43,11 @@ def check_catalog(catalog_dir: Path) -> list[str]:
                     catalog.plan_preflight(command, require_local=False)
                 except PlanError as exc:
                     problems.append(f"{label} (preflight): {exc.message}")
+        if recipe.spec.serving is not None:
+            # The serving check must compile, its prompt set match its pin (a real path stands in for the
+            # checkpoint a registered version would give it).
+            try:
+                catalog.plan_serving_check(recipe.name, checkpoint="outputs/model", model_run="0" * 32)
+            except PlanError as exc:
+                problems.append(f"{recipe.name} (serving check): {exc.message}")
     return problems

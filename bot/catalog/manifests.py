@@ -12,7 +12,7 @@ Reading and validating the files is `loading.py` (and `presets.py` for what a pr
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -121,6 +121,37 @@ class PreflightSpec(_Strict):
     comm_timeout_s: int = Field(default=60, ge=5, le=1800)
 
 
+class ServingBudgets(_Strict):
+    """What a serving check must stay within; each unset budget is not judged."""
+
+    latency_p50_ms: float | None = Field(default=None, gt=0)
+    latency_p95_ms: float | None = Field(default=None, gt=0)
+    peak_memory_mb: float | None = Field(default=None, gt=0)
+    min_tokens_per_s: float | None = Field(default=None, gt=0)
+    max_load_time_s: float | None = Field(default=None, gt=0)
+
+
+class PromptSetRef(_Strict):
+    """The fixed prompt set a serving check runs, pinned by the sha256 of its file."""
+
+    path: str
+    digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+
+
+class ServingSpec(_Strict):
+    """How the recipe's models are served: what the serving check loads them with and the budgets it judges."""
+
+    component: str = "serving-check"
+    # The engine built into trainer/serving.py; a serving image (vLLM, say) writes the same report from its own.
+    engine: Literal["transformers"] = "transformers"
+    image: str | None = Field(default=None, description="The serving image; default the recipe's image")
+    dtype: str = "float32"
+    max_new_tokens: int = Field(default=64, ge=1, le=8192)
+    prompts: PromptSetRef
+    budgets: ServingBudgets = Field(default_factory=ServingBudgets)
+    presets: list[str] = Field(default_factory=list, description="The serving environment; default the recipe's")
+
+
 class RecipeFile(_Strict):
     """The schema of `manifests/recipes/NAME.yaml`."""
 
@@ -138,6 +169,7 @@ class RecipeFile(_Strict):
     overrides: dict[str, OverrideDecl] = Field(default_factory=dict)
     axolotl_config: str | None = None
     preflight: PreflightSpec | None = None
+    serving: ServingSpec | None = None
 
 
 # --- the catalog's types -----------------------------------------------------------------------

@@ -17,6 +17,7 @@ def test_shipped_catalog_loads(catalog: Catalog) -> None:
     assert set(catalog.components) == {
         "trl-sft",
         "trl-sft-distributed",
+        "serving-check",
         "trl-preflight",
         "trl-preflight-distributed",
         "axolotl",
