@@ -140,6 +140,7 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
     from bot.outputs import OutputsService
     from bot.preflight import PreflightService
     from bot.registry import RegistrationService
+    from bot.release import ReleaseService
     from bot.runs import RunService
     from bot.sweeps import SweepFollower, SweepService
 
@@ -180,6 +181,7 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
             settings=settings, sessions=sessions, catalog=catalog, gateway=gateway, client=client, clock=services.clock
         )
         services.registry = RegistrationService(services.runs)
+        services.release = ReleaseService(services.registry)
         services.outputs = OutputsService(services.runs.deps, services.runs.thread)
         services.preflights = PreflightService(services.runs.deps, services.runs.thread, services.runs.submitter)
         runs = services.runs
@@ -197,6 +199,7 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
             runs=services.runs,
             registry=services.registry,
             preflights=services.preflights,
+            release=services.release,
             sweeps=SweepFollower(runs.deps, runs.thread, services.sweeps),
             clock=services.clock,
             stuck_after=timedelta(seconds=settings.finetune.stuck_after_s),

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from bot.outputs import OutputsService
     from bot.preflight import PreflightService
     from bot.registry import RegistrationService
+    from bot.release import ReleaseService
     from bot.runs import RunService
     from bot.sweeps import SweepService
 
@@ -169,6 +170,7 @@ class Services:
     outputs: OutputsService | None = None
     preflights: PreflightService | None = None
     sweeps: SweepService | None = None
+    release: ReleaseService | None = None
     metrics: BotMetrics = field(default_factory=BotMetrics)
     clock: Callable[[], datetime] = _utcnow
     acks: AckGate = field(default_factory=AckGate)

@@ -172,6 +172,29 @@ class FinetuneSettings(BaseSettings):
         "default max(30 s, 3 × FINETUNE_WATCH_INTERVAL_S)",
     )
     listener_threads: int = Field(default=64, ge=8, description="Bolt listener pool size")
+    release_webhook_url: str | None = Field(
+        default=None, description="Where every stage change is POSTed, signed (empty: no webhook)"
+    )
+    release_webhook_secret: SecretStr | None = Field(
+        default=None, description="HMAC-SHA256 key of the release webhook's X-Finetune-Signature"
+    )
+
+    @field_validator("release_webhook_url")
+    @classmethod
+    def _webhook_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            return None
+        if v is not None and not re.match(r"^https?://[^\s/]+", v):
+            raise ValueError("expected an http(s) URL such as https://deploy.example.com/hooks/finetune")
+        return v
+
+    @field_validator("release_webhook_secret")
+    @classmethod
+    def _webhook_secret(cls, v: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        # A deployment pipeline acts on these events: an unsigned one could be forged by anyone who can reach it.
+        if v is None and info.data.get("release_webhook_url"):
+            raise ValueError("required when FINETUNE_RELEASE_WEBHOOK_URL is set: every event is signed with it")
+        return _reject_placeholder(v, "release webhook secret")
 
     @field_validator("database_url")
     @classmethod

@@ -20,9 +20,11 @@ from bot.grammar import (
     OutputsCommand,
     PreflightCommand,
     PresetsCommand,
+    PromoteCommand,
     RecipesCommand,
     RegisterCommand,
     ResumeCommand,
+    RollbackCommand,
     RunCommand,
     StatusCommand,
     StopCommand,
@@ -159,6 +161,12 @@ def handle_command(services: Services, command: Command, *, user: str, channel: 
         if isinstance(command, RegisterCommand):
             return services.registry.register(command, user=user, channel=channel).as_blocks()
         return services.registry.trace(command).as_blocks()
+    if isinstance(command, PromoteCommand | RollbackCommand):
+        if services.release is None:
+            return not_available(command.name, NEEDS_POLYAXON)
+        if isinstance(command, PromoteCommand):
+            return services.release.promote(command, user=user, channel=channel, delivery_key=delivery_key).as_blocks()
+        return services.release.rollback(command, user=user, channel=channel).as_blocks()
     # Every command of the grammar is handled above; reaching here is a bug, which the error handler reports.
     raise TypeError(f"no handler for {type(command).__name__}")
 

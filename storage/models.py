@@ -2,59 +2,21 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
-# Named constraints, so later migrations can alter them (SQLite batch mode needs names).
-SQLModel.metadata.naming_convention = {
-    "ix": "ix_%(table_name)s_%(column_0_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
+from storage.columns import UTCDateTime as UTCDateTime
+from storage.columns import _created, _json, _ts
+from storage.columns import utcnow as utcnow
 
-
-def utcnow() -> datetime:
-    """Now, timezone-aware UTC."""
-    return datetime.now(UTC)
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """Stores UTC, always returns an aware datetime (SQLite has no timezone type)."""
-
-    impl = sa.DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
-        """Refuse naive datetimes; store UTC."""
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime: storage takes timezone-aware UTC only")
-        value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
-        """Mark values read back as UTC."""
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def _ts(*, nullable: bool = True, index: bool = False) -> Any:
-    return Field(default=None, sa_column=sa.Column(UTCDateTime(), nullable=nullable, index=index))
-
-
-def _created() -> Any:
-    return Field(default_factory=utcnow, sa_column=sa.Column(UTCDateTime(), nullable=False))
-
-
-def _json(default: Any) -> Any:
-    return Field(default_factory=default, sa_column=sa.Column(sa.JSON(), nullable=False))
+# The release path's tables live in their own module; importing them here registers them with the metadata
+# and keeps `from storage.models import …` the one place tables are imported from.
+from storage.release_models import ReleaseEvent as ReleaseEvent
+from storage.release_models import ServingCheck as ServingCheck
+from storage.release_models import StageChange as StageChange
 
 
 class Run(SQLModel, table=True):
@@ -229,7 +191,8 @@ class ApprovalRequest(SQLModel, table=True):
         default="open",
         max_length=32,
         index=True,
-        description="open, approved (quorum reached, registration pending), registering, registered, voided, expired",
+        description="open, approved (quorum reached, action pending), registering, registered, voided, expired; a "
+        "preflight skip: granted; a promotion: promoting, promoted",
     )
     created_at: datetime = _created()
     expires_at: datetime | None = _ts()
@@ -241,6 +204,7 @@ class ApprovalRequest(SQLModel, table=True):
     claimed_at: datetime | None = _ts()
     error: str | None = Field(default=None, description="Why the last registration attempt failed")
     recorded_at: datetime | None = _ts()
+    stage: str | None = Field(default=None, max_length=16, description="A promotion's target stage")
 
 
 class Approval(SQLModel, table=True):

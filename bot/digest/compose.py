@@ -55,6 +55,8 @@ class DigestApproval(BaseModel):
     quorum: int = 1
     can_still_approve: list[str] = Field(default_factory=list)
     link: str | None = None
+    action: str = "register"  # register, skip_preflight, promote
+    stage: str | None = None  # a promotion's target stage
 
 
 class DigestRegistration(BaseModel):
@@ -281,8 +283,9 @@ def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
             target = f"{req.model}:{req.version}" if req.version else req.model
             name = f"<{req.link}|{target}>" if req.link else f"`{target}`"
             who = ", ".join(_mention(u) for u in req.can_still_approve) or "nobody left — check FINETUNE_APPROVERS"
+            what = f"promote {name} to *{req.stage}*" if req.action == "promote" else f"{name} from `{req.run_name}`"
             lines.append(
-                f"• {name} from `{req.run_name}` by <@{req.requester}>, waiting {_fmt_age(now - req.created_at)}, "
+                f"• {what} by <@{req.requester}>, waiting {_fmt_age(now - req.created_at)}, "
                 f"{len(req.approved_by)}/{req.quorum} approvals; can still approve: {who}"
             )
         blocks.append(

@@ -243,6 +243,8 @@ class DigestRuntime:
             quorum=req.quorum,  # the quorum the request was made under
             can_still_approve=[u for u in self.settings.finetune.approvers if u not in excluded],
             link=_permalink(base, req.channel, req.message_ts),
+            action=req.action,
+            stage=req.stage,
         )
 
 

@@ -30,6 +30,8 @@ USAGE: dict[str, str] = {
     "presets": "/finetune presets",
     "digest": "/finetune digest (daily HH:MM | weekly DAY HH:MM | off | now) [TZ]",
     "trace": "/finetune trace MODEL[:VERSION]",
+    "promote": "/finetune promote MODEL:VERSION stage=staging|production",
+    "rollback": "/finetune rollback MODEL stage=staging|production",
     "help": "/finetune help [SUBCOMMAND]",
 }
 
@@ -102,7 +104,24 @@ HELP: dict[str, str] = {
         "`daily 09:00`, `weekly mon 09:00`, optionally with a time zone (`Europe/Berlin`, default UTC); "
         "`off` stops it, `now` posts one immediately."
     ),
-    "trace": "Trace a registered model version back to its run, recipe, pins, data and eval results.",
+    "trace": (
+        "Trace a registered model version back to its run, recipe, pins, data and eval results, with every stage "
+        "change, its serving check and its approvers."
+    ),
+    "promote": (
+        "Move a registered version to `staging` or `production`. The bot first runs the serving check of the "
+        "recipe's `serving:` section (loads the checkpoint as the server would, runs the pinned prompt set, "
+        "measures load time, memory, tokens/s and latency) or reuses a passed one of the same version and prompt "
+        "set, posts its report in the version's thread, then an approval request with the model's promotion "
+        "criteria. Approvers (not the requester) approve with the approval emoji on it; at the stage's quorum the "
+        "version's stage moves in Polyaxon and the release webhook is signed and sent. Production only from "
+        "staging.\n"
+        "Example: `/finetune promote tiny-chat:v1 stage=staging`"
+    ),
+    "rollback": (
+        "Move a stage back to the version that held it before (approvers only, audited; no serving check, as "
+        "that version held the stage already). The version rolled back is disabled."
+    ),
     "help": "Show help for every subcommand, or for one: `/finetune help run`.",
 }
 

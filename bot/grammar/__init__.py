@@ -5,7 +5,7 @@ static list of cluster keys; which recipe keys exist, their types and bounds, an
 and preset names are the catalog's business (`bot.catalog.PlanError`).
 
 Each subcommand family keeps its command model and its parser side by side (`run`, `lifecycle`,
-`registration`, `digest`, `help`, `sweep`); `lexing` holds what they share, `keys` the cluster and pinned
+`registration`, `release`, `digest`, `help`, `sweep`); `lexing` holds what they share, `keys` the cluster and pinned
 key lists, and `parser` ties them together.
 """
 
@@ -39,12 +39,14 @@ from bot.grammar.lifecycle import (
 )
 from bot.grammar.parser import SUBCOMMANDS, Command, parse_command
 from bot.grammar.registration import RegisterCommand, TraceCommand
+from bot.grammar.release import STAGES, PromoteCommand, RollbackCommand
 from bot.grammar.run import PreflightCommand, RunCommand
 from bot.grammar.sweep import SweepAxis, SweepCommand
 
 __all__ = [
     "CLUSTER_KEYS",
     "PINNED_KEYS",
+    "STAGES",
     "SUBCOMMANDS",
     "Command",
     "CommandError",
@@ -55,9 +57,11 @@ __all__ = [
     "OutputsCommand",
     "PreflightCommand",
     "PresetsCommand",
+    "PromoteCommand",
     "RecipesCommand",
     "RegisterCommand",
     "ResumeCommand",
+    "RollbackCommand",
     "RunCommand",
     "Scalar",
     "StatusCommand",

@@ -25,6 +25,7 @@ from bot.grammar.lifecycle import (
     _parse_stop,
 )
 from bot.grammar.registration import RegisterCommand, TraceCommand, _parse_register, _parse_trace
+from bot.grammar.release import PromoteCommand, RollbackCommand, _parse_promote, _parse_rollback
 from bot.grammar.run import PreflightCommand, RunCommand, _parse_preflight, _parse_run
 from bot.grammar.sweep import SweepCommand, _parse_sweep
 
@@ -43,6 +44,8 @@ Command = Annotated[
     | PresetsCommand
     | DigestCommand
     | TraceCommand
+    | PromoteCommand
+    | RollbackCommand
     | HelpCommand,
     Field(discriminator="name"),
 ]
@@ -69,6 +72,8 @@ _PARSERS: dict[str, Callable[[list[str]], Command]] = {
     "presets": _parse_presets,
     "digest": _parse_digest,
     "trace": _parse_trace,
+    "promote": _parse_promote,
+    "rollback": _parse_rollback,
     "help": _parse_help_topic,
 }
 

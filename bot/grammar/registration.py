@@ -7,8 +7,8 @@ from typing import Literal
 
 from bot.grammar.lexing import CommandError, _Command, _flags, _key_values, _no_extra, _only_keys, _run_ref
 
-_MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 class RegisterCommand(_Command):
@@ -39,10 +39,10 @@ def _parse_register(tokens: list[str]) -> RegisterCommand:
     model = pairs.get("model")
     if model is None:
         raise CommandError(f"`register` needs model=NAME; usage: {usage}")
-    if not _MODEL_RE.match(model):
+    if not MODEL_RE.match(model):
         raise CommandError(f"model={model!r} is not a model name (letters, digits, . _ -)")
     version = pairs.get("version")
-    if version is not None and not _VERSION_RE.match(version):
+    if version is not None and not VERSION_RE.match(version):
         raise CommandError(f"version={version!r} is not a version (letters, digits, . _ -)")
     return RegisterCommand(run=_run_ref(words[0]), model=model, version=version)
 
@@ -54,8 +54,8 @@ def _parse_trace(tokens: list[str]) -> TraceCommand:
         raise CommandError(f"`trace` needs a MODEL; usage: {usage}")
     _no_extra(words[1:], "trace MODEL", usage)
     model, sep, version = words[0].partition(":")
-    if not _MODEL_RE.match(model):
+    if not MODEL_RE.match(model):
         raise CommandError(f"{model!r} is not a model name (letters, digits, . _ -)")
-    if sep and not _VERSION_RE.match(version):
+    if sep and not VERSION_RE.match(version):
         raise CommandError(f"{version!r} is not a version (letters, digits, . _ -)")
     return TraceCommand(model=model, version=version if sep else None)

@@ -40,6 +40,7 @@ class RunDeps:
                 self.settings.slack.signing_secret,
                 self.settings.slack.app_token,
                 self.settings.polyaxon.auth_token,
+                self.settings.finetune.release_webhook_secret,
             )
             if s is not None
         ]

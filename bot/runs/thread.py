@@ -88,15 +88,25 @@ class RunThread:
     # --- the card -----------------------------------------------------------------------------------
 
     def post_card(self, run: Run) -> None:
-        """Post the run's one card in the channel and remember its ts (the thread for everything else)."""
+        """Post the run's one card in the channel and remember its ts (the thread for everything else).
+
+        A run recorded with a thread and no card yet (a serving check: the version's thread) gets its card in
+        that thread, and everything about it goes there too.
+        """
         text, blocks = self.render(run)
-        resp = self.deps.client.chat_postMessage(channel=run.channel, text=text, blocks=blocks)
+        in_thread = run.thread_ts if run.card_ts is None and run.thread_ts else None
+        kwargs: dict[str, Any] = {"channel": run.channel, "text": text, "blocks": blocks}
+        if in_thread:
+            kwargs["thread_ts"] = in_thread
+        resp = self.deps.client.chat_postMessage(**kwargs)
         ts = str(resp["ts"])
         with self.deps.sessions() as s:
             fresh = self.reload(s, run)
-            repos.update_run(s, fresh, card_ts=ts, thread_ts=ts)
-            repos.record_posted_message(s, channel=run.channel, ts=ts, purpose="card", run_id=run.id)
-        run.card_ts = run.thread_ts = ts
+            repos.update_run(s, fresh, card_ts=ts, thread_ts=in_thread or ts)
+            repos.record_posted_message(
+                s, channel=run.channel, ts=ts, purpose="card", run_id=run.id, thread_ts=in_thread
+            )
+        run.card_ts, run.thread_ts = ts, in_thread or ts
         with self._lock:
             self._card_updated[run.id or 0] = time.monotonic()
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from bot.polyaxon import RunInfo
     from bot.preflight import PreflightService
     from bot.registry import RegistrationService
+    from bot.release import ReleaseService
     from bot.sweeps import SweepFollower
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class Watcher:
         metrics_every: timedelta = timedelta(seconds=30),
         registry: RegistrationService | None = None,
         preflights: PreflightService | None = None,
+        release: ReleaseService | None = None,
         sweeps: SweepFollower | None = None,
         still_leader: Callable[[], bool] | None = None,
         recover_after: timedelta = RECOVER_AFTER,
@@ -75,6 +77,7 @@ class Watcher:
         self.still_leader = still_leader or (lambda: True)
         self.registry = registry
         self.preflights = preflights
+        self.release = release
         self.sweeps = sweeps
         self.recover_after = recover_after
         self.sessions = runs.sessions
@@ -105,6 +108,13 @@ class Watcher:
             # Every preflight whose run has ended (in this tick, or before a restart) is settled here, once: its
             # report is the gate's evidence at once.
             stats.transitions += self.preflights.settle()
+        if self.release is not None:
+            # Ended serving checks are settled (report, verdict, the promotion request), stage moves Polyaxon
+            # refused are retried, and due webhook events go out: never blocking an approval.
+            changed, delivery = self.release.tick()
+            stats.transitions += changed
+            if delivery.failed:
+                stats.errors.append(f"release webhook: {delivery.failed} event(s) not delivered, retried with backoff")
         stats.seconds = time.perf_counter() - started
         return stats
 

@@ -22,6 +22,8 @@ CONTRACT_ENV = {
     "POLYAXON_AUTH_TOKEN": "plx-real-token-1",
     "FINETUNE_POLYAXON_PROJECT": "team-nlp",
     "POLYAXON_NO_CONFIG": "true",
+    "FINETUNE_RELEASE_WEBHOOK_URL": "https://deploy.example.com/hooks/finetune",
+    "FINETUNE_RELEASE_WEBHOOK_SECRET": "whsec-8f2c1d0e9a7b",
 }
 
 
@@ -51,8 +53,11 @@ def test_every_contract_variable_is_read(clean_env: pytest.MonkeyPatch) -> None:
     assert s.polyaxon.host == "http://polyaxon-api:80"
     assert s.polyaxon.project == "team-nlp"
     assert s.polyaxon.no_config is True
+    assert s.finetune.release_webhook_url == CONTRACT_ENV["FINETUNE_RELEASE_WEBHOOK_URL"]
+    secret = s.finetune.release_webhook_secret
+    assert secret is not None and secret.get_secret_value() == CONTRACT_ENV["FINETUNE_RELEASE_WEBHOOK_SECRET"]
     # Secrets never print.
-    assert "xoxb-1234" not in repr(s) and "plx-real-token" not in str(s)
+    assert "xoxb-1234" not in repr(s) and "plx-real-token" not in str(s) and "whsec-8f2c" not in repr(s)
 
 
 def test_defaults(clean_env: pytest.MonkeyPatch) -> None:
@@ -66,6 +71,7 @@ def test_defaults(clean_env: pytest.MonkeyPatch) -> None:
     assert s.polyaxon.project == "finetune"
     assert s.finetune.watch_lease_ttl == 30.0
     assert not s.slack.socket_mode
+    assert s.finetune.release_webhook_url is None and s.finetune.release_webhook_secret is None
 
 
 @pytest.mark.parametrize(
@@ -85,6 +91,8 @@ def test_defaults(clean_env: pytest.MonkeyPatch) -> None:
         ("POLYAXON_HOST", "polyaxon:80", "POLYAXON_HOST: expected an http(s) URL"),
         ("POLYAXON_NO_CONFIG", "false", "POLYAXON_NO_CONFIG: must be true"),
         ("FINETUNE_POLYAXON_PROJECT", "My Project", "FINETUNE_POLYAXON_PROJECT: expected a slug"),
+        ("FINETUNE_RELEASE_WEBHOOK_URL", "deploy.example.com/hook", "FINETUNE_RELEASE_WEBHOOK_URL: expected an http"),
+        ("FINETUNE_RELEASE_WEBHOOK_URL", "https://deploy.example.com/h", "FINETUNE_RELEASE_WEBHOOK_SECRET: required"),
     ],
     ids=lambda v: str(v)[:30],
 )

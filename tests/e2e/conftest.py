@@ -156,10 +156,12 @@ def start_live_bot(
     *,
     approvers: list[str] | None = None,
     catalog_dir: Path | None = None,
+    finetune: dict[str, Any] | None = None,
 ) -> Iterator[LiveBot]:
     """A bot with its own stand-in, database and Polyaxon project, built as `serve` builds it; stopped after.
 
-    `catalog_dir` replaces the shipped catalog (a test's own recipes; paths in it are relative to its parent).
+    `catalog_dir` replaces the shipped catalog (a test's own recipes; paths in it are relative to its parent);
+    `finetune` sets more of the bot's own settings.
     """
     standin = SlackStandIn().start()
     url = f"sqlite:///{folder / 'bot.db'}"
@@ -175,6 +177,8 @@ def start_live_bot(
         settings = settings.model_copy(
             update={"finetune": settings.finetune.model_copy(update={"approvers": approvers})}
         )
+    if finetune:  # more FINETUNE_* settings (the release webhook's URL and secret)
+        settings = settings.model_copy(update={"finetune": settings.finetune.model_copy(update=finetune)})
     runtime = build_runtime(settings)
     runtime.start()
     http = build_http_server(settings, runtime.services, "127.0.0.1", 0, app=runtime.app).start()

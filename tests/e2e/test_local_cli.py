@@ -16,17 +16,24 @@ pytestmark = [pytest.mark.polyaxon, pytest.mark.trainer]
 
 SCRIPT = """\
 /finetune help run
-/finetune run recipe=sft-tiny max_steps=10 save_steps=5
+/finetune run recipe=sft-tiny
 /finetune run recipe=sft-tny
 wait 300
 /finetune status
 +eyes last
-/finetune register $RUN model=local-demo
+/finetune register $RUN model=tiny-chat
 sleep 2
 as bob
 +white_check_mark last
 sleep 6
-/finetune trace local-demo
+as alice
+/finetune promote tiny-chat:v1 stage=staging
+wait 120
+sleep 4
+as bob
++white_check_mark last
+sleep 4
+/finetune trace tiny-chat:v1
 /finetune status $RUN
 """
 # No `quit`: the script ends at EOF, and the last command's answer must still be printed.
@@ -75,14 +82,20 @@ def test_local_runs_sft_tiny_to_succeeded_from_a_script(tmp_path: Path, tiny_mod
     assert edits, out[-3000:]
     assert all(i + 1 == len(lines) or NEXT_ITEM.match(lines[i + 1]) for i in edits), out[-3000:]
     told = "\n".join(lines[i] for i in edits)  # how far the card got by each edit depends on the watcher's ticks
-    assert told.count("→ succeeded") == 1 and "step 10/10" in told and "eval_loss" in told, told
+    assert told.count("→ succeeded") >= 1 and "step 40/40" in told and "eval_loss" in told, told
     assert "active run(s) after" not in out  # `wait` saw every run finish
     # Registration works on the embedded defaults: bob is a local approver.
-    assert "Approval request: register local-demo" in out
-    assert "Registered *local-demo:v1*" in out and "Trace of local-demo:v1" in out, out[-3000:]
+    assert "Approval request: register tiny-chat" in out
+    assert "Registered *tiny-chat:v1*" in out, out[-3000:]
     assert "(reaction) +:floppy_disk: finetune-bot" in out
+    # The release path: the serving check runs on the tiny model, bob approves, Polyaxon holds it in staging.
+    assert "Serving check #1 of tiny-chat:v1: passed" in out, out[-4000:]
+    assert "Approval request: promote tiny-chat:v1 to staging" in out, out[-4000:]
+    assert "is now in *staging*" in out, out[-4000:]
+    trace = out.split("Trace of tiny-chat:v1")[-1]
+    assert "(stage staging)" in trace and "testing → staging" in trace, trace[:3000]
     # The script's last command is answered before the shell exits.
-    assert "(only you) sft-tiny · sft-tiny-" in out.split("Trace of local-demo:v1")[-1], out[-3000:]
+    assert "(only you) sft-tiny · sft-tiny-" in trace, out[-3000:]
     assert "stopped waiting" not in out
     # Everything it started is gone: no server, agent or job left behind.
     leftovers = subprocess.run(["pgrep", "-f", str(tmp_path / "store")], capture_output=True, text=True).stdout

@@ -82,7 +82,7 @@ def test_interactivity_and_socket_mode(
 
 def test_scopes_are_least_privilege(manifest: dict[str, Any]) -> None:
     scopes = set(manifest["oauth_config"]["scopes"]["bot"])
-    assert {"commands", "chat:write", "reactions:read"} <= scopes
+    assert {"commands", "chat:write", "reactions:read", "reactions:write"} <= scopes
     assert "user" not in manifest["oauth_config"]["scopes"]  # no user-token scopes at all
     broad = {s for s in scopes if s.endswith(":history") or s.startswith("admin") or s.endswith(":write.public")}
     # The one read: after a crash, a run's own thread, to tell whether a status post already went out.

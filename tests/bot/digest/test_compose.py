@@ -143,6 +143,28 @@ CASES: list[tuple[str, DigestData, list[str], list[str]]] = [
         ["No runs since"],
     ),
     (
+        "promotion-waiting",
+        DigestData(
+            channel="C1",
+            since=SINCE,
+            approvals=[
+                DigestApproval(
+                    model="tiny-chat",
+                    version="v1",
+                    run_name="ok-1",
+                    requester="U0ALICE01",
+                    created_at=NOW - timedelta(hours=2),
+                    quorum=2,
+                    can_still_approve=["U0BOB0001"],
+                    action="promote",
+                    stage="production",
+                )
+            ],
+        ),
+        ["Waiting for a decision* (1)", "promote `tiny-chat:v1` to *production*", "0/2 approvals", "<@U0BOB0001>"],
+        ["from `ok-1`"],
+    ),
+    (
         "late-digest-says-so",
         DigestData(channel="C1", since=SINCE, scheduled_for=NOW - timedelta(hours=3)),
         ["was due at 2026-12-02 06:00 UTC and is posted 3 h late"],

@@ -1,0 +1,166 @@
+"""The signed release webhook: every stage change is queued with its stage-change row (an outbox, in the same
+transaction) and delivered from the watcher's tick, so a receiver that is down never blocks an approval.
+
+Each POST carries the JSON event, `X-Finetune-Signature: sha256=<HMAC-SHA256 of the body with
+FINETUNE_RELEASE_WEBHOOK_SECRET>`, `X-Finetune-Event` and `Idempotency-Key` (the event's id: a receiver that
+saw it answers 2xx again and does nothing). A failed POST is retried with exponential backoff; an event is
+delivered at most once by the bot (marked delivered after the 2xx), at least once while the receiver lives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+
+from bot.redact import redact
+from storage import repos
+from storage.db import SessionFactory
+
+log = logging.getLogger(__name__)
+
+EVENT_TYPE = "model.stage_changed"
+TIMEOUT_S = 5.0
+FIRST_RETRY_S = 2.0
+MAX_RETRY_S = 600.0
+# After this many failed attempts (about 2.5 hours of backoff) the event is given up and said so.
+MAX_ATTEMPTS = 20
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The signature header's value: `sha256=` and the hex HMAC-SHA256 of the exact body bytes."""
+    return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+
+
+def verify(secret: str, body: bytes, signature: str) -> bool:
+    """What a receiver does (and the tests): compare in constant time."""
+    return hmac.compare_digest(sign(secret, body), signature)
+
+
+def encode(payload: Mapping[str, Any]) -> bytes:
+    """The body as sent: compact, keys sorted, so the signature is over one exact byte string."""
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")
+
+
+def backoff(attempts: int, *, first_s: float = FIRST_RETRY_S, max_s: float = MAX_RETRY_S) -> timedelta:
+    """Wait before attempt `attempts + 1`: 2 s, 4 s, 8 s, … at most 10 minutes."""
+    return timedelta(seconds=min(max_s, first_s * 2 ** max(0, attempts - 1)))
+
+
+class WebhookError(Exception):
+    """The receiver did not take the event (unreachable, timeout, non-2xx)."""
+
+
+@dataclass
+class Delivery:
+    """The outcome of one tick's deliveries."""
+
+    delivered: int = 0
+    failed: int = 0
+    given_up: int = 0
+
+
+class ReleaseWebhook:
+    """Delivers queued stage-change events, signed, in order, with backoff; tells the thread of a stuck one."""
+
+    def __init__(
+        self,
+        *,
+        url: str | None,
+        secret: str | None,
+        sessions: SessionFactory,
+        clock: Callable[[], datetime],
+        secrets: list[str],
+        on_trouble: Callable[[Mapping[str, Any], str, bool], None] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = url
+        self.secret = secret
+        self.sessions = sessions
+        self.clock = clock
+        self.secrets = secrets
+        # Told (event payload, reason, given up?) on an event's first failure and when it is given up.
+        self.on_trouble = on_trouble
+        self._client = httpx.Client(timeout=TIMEOUT_S, transport=transport) if url else None
+        # The backoff's longest wait (a test shortens it).
+        self.max_retry_s = MAX_RETRY_S
+
+    @property
+    def enabled(self) -> bool:
+        """Whether FINETUNE_RELEASE_WEBHOOK_URL is set (events are queued either way, for the record)."""
+        return self._client is not None
+
+    def post(self, payload: Mapping[str, Any]) -> None:
+        """POST one event; WebhookError unless the receiver answers 2xx."""
+        assert self._client is not None and self.url is not None
+        body = encode(payload)
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "finetune-bot-release-webhook/1",
+            "X-Finetune-Event": EVENT_TYPE,
+            "Idempotency-Key": str(payload["id"]),
+        }
+        if self.secret:
+            headers["X-Finetune-Signature"] = sign(self.secret, body)
+        try:
+            response = self._client.post(self.url, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise WebhookError(f"{type(exc).__name__}: {exc}") from exc
+        if not 200 <= response.status_code < 300:
+            raise WebhookError(f"HTTP {response.status_code}: {response.text[:200]}")
+
+    def deliver_due(self) -> Delivery:
+        """Send pending events oldest first, while each goes through; the head of the queue waits out its backoff
+        and nothing behind it overtakes it (a receiver sees stage changes in the order they were made)."""
+        outcome = Delivery()
+        if not self.enabled:
+            return outcome
+        now = self.clock()
+        with self.sessions() as s:
+            pending = list(repos.pending_release_events(s))
+        for event in pending:
+            if event.next_attempt_at > now:
+                break
+            try:
+                self.post(event.payload)
+            except WebhookError as exc:
+                reason = redact(str(exc), extra_secrets=self.secrets)
+                attempts = event.attempts + 1
+                given_up = attempts >= MAX_ATTEMPTS
+                with self.sessions() as s:
+                    repos.update_release_event(
+                        s,
+                        event_id=event.id or 0,
+                        attempts=attempts,
+                        last_error=reason[:2000],
+                        next_attempt_at=now + backoff(attempts, max_s=self.max_retry_s),
+                        status="failed" if given_up else "pending",
+                    )
+                log.warning("release webhook: event %s attempt %d failed: %s", event.event_id, attempts, reason)
+                outcome.failed += 1
+                outcome.given_up += given_up
+                if (attempts == 1 or given_up) and self.on_trouble is not None:
+                    self.on_trouble(event.payload, reason, given_up)
+                break
+            with self.sessions() as s:
+                repos.update_release_event(
+                    s,
+                    event_id=event.id or 0,
+                    status="delivered",
+                    delivered_at=self.clock(),
+                    attempts=event.attempts + 1,
+                )
+            outcome.delivered += 1
+        return outcome
+
+    def close(self) -> None:
+        """Close the HTTP client."""
+        if self._client is not None:
+            self._client.close()
