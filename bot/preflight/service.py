@@ -8,7 +8,6 @@ posts it in the preflight's thread once, and from then on `run` of the same pins
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +16,7 @@ from bot.preflight.report import memory_refused_report, missing_report, render_r
 from bot.runs.deps import RunDeps
 from bot.runs.errors import Reply, RunError
 from bot.runs.gate import report_lines
+from bot.runs.reports import read_run_report
 from bot.runs.submit import Submitter
 from bot.runs.thread import RunThread
 from bot.slack.blocks import escape
@@ -102,19 +102,8 @@ class PreflightService:
 
     def read_report(self, run: Run) -> dict[str, Any]:
         """The report the preflight job wrote, or one that says it wrote none."""
-        from bot.polyaxon import ArtifactNotFoundError
-
-        if not run.polyaxon_uuid:
-            return missing_report(run.status)
-        try:
-            data = self.deps.gateway.read_artifact(run.polyaxon_uuid, REPORT_PATH, max_bytes=REPORT_MAX_BYTES)
-        except ArtifactNotFoundError:
-            return missing_report(run.status)
-        try:
-            report = json.loads(data)
-        except ValueError:
-            return missing_report(run.status)
-        return report if isinstance(report, dict) else missing_report(run.status)
+        report = read_run_report(self.deps.gateway, run, REPORT_PATH, max_bytes=REPORT_MAX_BYTES)
+        return report if report is not None else missing_report(run.status)
 
     def tell(self, run: Run, report: dict[str, Any], preflight: Preflight) -> None:
         """Post the report in the preflight's thread, once (a restarted bot finds it was posted)."""

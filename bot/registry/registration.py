@@ -6,7 +6,6 @@ died mid-way leaves the request for the watcher's next tick; nothing is lost and
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 
 from slack_sdk.errors import SlackApiError
 from sqlalchemy.exc import IntegrityError
@@ -14,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from bot.registry.candidate import read_candidate
 from bot.registry.deps import RegistryDeps
 from bot.registry.policy import CriterionResult
+from bot.registry.quorum import QuorumClaims
 from bot.registry.render import next_version, polyaxon_version_name
 from bot.registry.states import RequestStates
 from bot.slack.blocks import escape
@@ -24,8 +24,6 @@ log = logging.getLogger(__name__)
 
 RECORDED_REACTION = "floppy_disk"
 REGISTERED_EVENT = "finetune_registered"  # message metadata of the registration summary
-# A registration claim older than this belongs to a process that died mid-way: the next retry takes it over.
-STALE_CLAIM = timedelta(minutes=5)
 
 
 class Registrar:
@@ -34,34 +32,20 @@ class Registrar:
     def __init__(self, deps: RegistryDeps, states: RequestStates) -> None:
         self.deps = deps
         self.states = states
+        self.claims = QuorumClaims(deps, in_flight="registering", done="registered")
 
     def maybe_register(self, request_id: int) -> None:
-        with self.deps.runs.sessions() as s:
-            request = repos.get_approval_request(s, request_id=request_id)
-            count = len(repos.active_approvals(s, request_id=request_id))
-        if request is None or count < request.quorum:
-            return
-        with self.deps.runs.sessions() as s:
-            won = repos.claim_approval_request(
-                s,
-                request_id=request_id,
-                from_statuses=["open"],
-                to_status="approved",
-                decided_at=self.deps.runs.clock(),
-            )
-        if won:
+        """An approval counted: at quorum, claim the request once and register."""
+        if self.claims.reached(request_id):
             self.register(request_id)
 
     def register(self, request_id: int) -> bool:
         """Register an approved request (the caller holds no claim; this takes it); True when registered now."""
         from bot.polyaxon import GatewayError
 
-        now = self.deps.runs.clock()
+        if not self.claims.start(request_id):
+            return False
         with self.deps.runs.sessions() as s:
-            if not repos.claim_approval_request(
-                s, request_id=request_id, from_statuses=["approved"], to_status="registering", claimed_at=now
-            ):
-                return False
             request = repos.get_approval_request(s, request_id=request_id)
             run = repos.get_run(s, run_id=request.run_id) if request is not None else None
             approvals = list(repos.active_approvals(s, request_id=request_id))
@@ -145,28 +129,15 @@ class Registrar:
 
     def pending(self, request: ApprovalRequest, run: Run, exc: Exception) -> bool:
         """Registration failed (Polyaxon down, version taken): the request stays approved, retried every tick."""
-        reason = self.deps.redact(exc)
-        with self.deps.runs.sessions() as s:
-            repos.claim_approval_request(
-                s, request_id=request.id or 0, from_statuses=["registering"], to_status="approved", error=reason[:2000]
-            )
-            repos.add_audit(
-                s,
-                user=request.requester,
-                channel=request.channel,
-                command=f"register approval request {request.id}",
-                outcome="error",
-                detail=reason[:2000],
-                run_id=run.id,
-            )
-        if request.error is None and self.deps.first_notice(request.id or 0, "bot", "pending"):
-            self.deps.runs.thread.post_thread(
-                run,
-                f":hourglass_flowing_sand: Quorum reached for `{request.model}`, but registering failed: {reason}\n"
-                "The request stays *approved*, nothing is lost: the bot retries on every watcher tick.",
-                purpose="approval_pending",
-            )
-        return False
+        return self.claims.leave_approved(
+            request,
+            run,
+            exc,
+            command=f"register approval request {request.id}",
+            told=lambda reason: (
+                f":hourglass_flowing_sand: Quorum reached for `{request.model}`, but registering failed: {reason}"
+            ),
+        )
 
     def record(self, request_id: int, *, recovering: bool = False) -> None:
         """After the registration is committed: the bot's recorded reaction and the summary in the thread.
@@ -222,19 +193,9 @@ class Registrar:
 
     def retry_pending(self) -> int:
         """Register requests left approved (Polyaxon was down) or claimed by a process that died; how many now."""
-        now = self.deps.runs.clock()
         with self.deps.runs.sessions() as s:
-            work = repos.registration_work(s)
-            # A claim younger than STALE_CLAIM belongs to a process that may still be working on it.
-            stale_claim = [r for r in work if r.claimed_at is None or now - r.claimed_at > STALE_CLAIM]
-            approved = [r.id or 0 for r in work if r.status == "approved"]
-            stale = [r.id or 0 for r in stale_claim if r.status == "registering"]
-            unrecorded = [r.id or 0 for r in stale_claim if r.status == "registered"]
-            for request_id in stale:
-                repos.claim_approval_request(
-                    s, request_id=request_id, from_statuses=["registering"], to_status="approved"
-                )
-        done = sum(self.register(request_id) for request_id in approved + stale)
-        for request_id in unrecorded:
+            work = self.claims.work(repos.registration_work(s))
+        done = sum(self.register(request_id) for request_id in work.carry_out)
+        for request_id in work.tell:
             self.record(request_id, recovering=True)
         return done

@@ -8,7 +8,6 @@ conditional update), posts the report in the version's thread and hands a passed
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,7 @@ from bot.release.policy import judge_serving_report
 from bot.release.render import render_serving_report
 from bot.runs.deps import RunDeps
 from bot.runs.errors import RunError
+from bot.runs.reports import read_run_report
 from bot.runs.submit import Submitter
 from bot.runs.thread import RunThread
 from bot.slack.blocks import clip, escape
@@ -163,19 +163,8 @@ class ServingChecks:
 
     def read_report(self, run: Run) -> dict[str, Any]:
         """The report the job wrote, or one that says it wrote none (GatewayError while Polyaxon is down)."""
-        from bot.polyaxon import ArtifactNotFoundError
-
-        if not run.polyaxon_uuid:
-            return missing_report(run.status)
-        try:
-            data = self.deps.gateway.read_artifact(run.polyaxon_uuid, REPORT_PATH, max_bytes=REPORT_MAX_BYTES)
-        except ArtifactNotFoundError:
-            return missing_report(run.status)
-        try:
-            report = json.loads(data)
-        except ValueError:
-            return missing_report(run.status)
-        return report if isinstance(report, dict) else missing_report(run.status)
+        report = read_run_report(self.deps.gateway, run, REPORT_PATH, max_bytes=REPORT_MAX_BYTES)
+        return report if report is not None else missing_report(run.status)
 
     def tell(self, check: ServingCheck, run: Run, report: dict[str, Any], verdict: list[CriterionResult]) -> None:
         """The report in the version's thread (the check's run posts there)."""

@@ -1,15 +1,14 @@
 """At a promotion's quorum: the request claimed once, re-checked against the version as it stands, the stage
 moved in Polyaxon and recorded (bot.release.ledger), then told once in the version's thread and the channel.
-Polyaxon down, or a process that died mid-way, leaves the request for the watcher's next tick.
+Polyaxon down, or a process that died mid-way, leaves the request for the watcher's next tick (bot.registry.quorum).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from slack_sdk.errors import SlackApiError
 
 from bot.registry.deps import RegistryDeps
+from bot.registry.quorum import QuorumClaims
 from bot.registry.states import RequestStates
 from bot.release.ledger import StageLedger
 from bot.release.requests import PromotionRequests, label
@@ -17,8 +16,6 @@ from storage import repos
 from storage.models import ApprovalRequest, Run
 
 PROMOTED_EVENT = "finetune_promoted"  # message metadata of the stage-change post
-# A claim older than this belongs to a process that died mid-way: the next retry takes it over.
-STALE_CLAIM = timedelta(minutes=5)
 
 
 class StageMover:
@@ -31,35 +28,20 @@ class StageMover:
         self.states = states
         self.requests = requests
         self.ledger = ledger
+        self.claims = QuorumClaims(deps, in_flight="promoting", done="promoted")
 
     def maybe_apply(self, request_id: int) -> None:
         """An approval counted: at quorum, claim the request once and move the stage."""
-        with self.deps.runs.sessions() as s:
-            request = repos.get_approval_request(s, request_id=request_id)
-            count = len(repos.active_approvals(s, request_id=request_id))
-        if request is None or count < request.quorum:
-            return
-        with self.deps.runs.sessions() as s:
-            won = repos.claim_approval_request(
-                s,
-                request_id=request_id,
-                from_statuses=["open"],
-                to_status="approved",
-                decided_at=self.deps.runs.clock(),
-            )
-        if won:
+        if self.claims.reached(request_id):
             self.apply(request_id)
 
     def apply(self, request_id: int) -> bool:
         """Move the stage of an approved request (claimed here); True when moved now."""
         from bot.polyaxon import GatewayError
 
-        now = self.deps.runs.clock()
+        if not self.claims.start(request_id):
+            return False
         with self.deps.runs.sessions() as s:
-            if not repos.claim_approval_request(
-                s, request_id=request_id, from_statuses=["approved"], to_status="promoting", claimed_at=now
-            ):
-                return False
             request = repos.get_approval_request(s, request_id=request_id)
             run = repos.get_run(s, run_id=request.run_id) if request is not None else None
             approvers = [a.user for a in repos.active_approvals(s, request_id=request_id)]
@@ -89,28 +71,16 @@ class StageMover:
 
     def pending(self, request: ApprovalRequest, run: Run, exc: Exception) -> bool:
         """Polyaxon did not take the stage: the request stays approved, retried every tick; said once."""
-        reason = self.deps.redact(exc)
-        with self.deps.runs.sessions() as s:
-            repos.claim_approval_request(
-                s, request_id=request.id or 0, from_statuses=["promoting"], to_status="approved", error=reason[:2000]
-            )
-            repos.add_audit(
-                s,
-                user=request.requester,
-                channel=request.channel,
-                command=f"promote approval request {request.id}",
-                outcome="error",
-                detail=reason[:2000],
-                run_id=run.id,
-            )
-        if self.deps.first_notice(request.id or 0, "bot", "pending"):
-            self.deps.runs.thread.post_thread(
-                run,
-                f":hourglass_flowing_sand: Quorum reached for {label(request)}, but Polyaxon did not take the stage: "
-                f"{reason}\nThe request stays *approved*, nothing is lost: the bot retries on every watcher tick.",
-                purpose="approval_pending",
-            )
-        return False
+        return self.claims.leave_approved(
+            request,
+            run,
+            exc,
+            command=f"promote approval request {request.id}",
+            told=lambda reason: (
+                f":hourglass_flowing_sand: Quorum reached for {label(request)}, but Polyaxon did not "
+                f"take the stage: {reason}"
+            ),
+        )
 
     def record(self, request_id: int, *, recovering: bool = False) -> None:
         """After the stage change is committed: the recorded reaction and one post, in the thread and the channel."""
@@ -142,18 +112,9 @@ class StageMover:
 
     def retry_pending(self) -> int:
         """Promotions left approved (Polyaxon was down) or claimed by a process that died; how many moved now."""
-        now = self.deps.runs.clock()
         with self.deps.runs.sessions() as s:
-            work = list(repos.promotion_work(s))
-            stale = [r for r in work if r.claimed_at is None or now - r.claimed_at > STALE_CLAIM]
-            approved = [r.id or 0 for r in work if r.status == "approved"]
-            claimed = [r.id or 0 for r in stale if r.status == "promoting"]
-            unrecorded = [r.id or 0 for r in stale if r.status == "promoted"]
-            for request_id in claimed:
-                repos.claim_approval_request(
-                    s, request_id=request_id, from_statuses=["promoting"], to_status="approved"
-                )
-        done = sum(self.apply(request_id) for request_id in approved + claimed)
-        for request_id in unrecorded:
+            work = self.claims.work(repos.promotion_work(s))
+        done = sum(self.apply(request_id) for request_id in work.carry_out)
+        for request_id in work.tell:
             self.record(request_id, recovering=True)
         return done
