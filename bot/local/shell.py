@@ -129,9 +129,10 @@ class Shell:
             self.say(f"the bot answered HTTP {sent.status}: {sent.body[:200]}")
 
     def newest_run(self) -> str | None:
-        """The name of the newest run in the bot's database (a sweep, not one of its trials)."""
+        """The name of the newest run in the bot's database (a sweep, not one of its trials; not a serving check,
+        which belongs to a registered version)."""
         with self.runtime.services.sessions() as s:
-            runs = [r for r in repos.list_recent_runs(s, limit=200) if r.sweep_id is None]
+            runs = [r for r in repos.list_recent_runs(s, limit=200) if r.sweep_id is None and r.kind != "serving"]
         return runs[0].name if runs else None
 
     def react(self, line: str) -> None:
@@ -173,8 +174,8 @@ class Shell:
         return done
 
     def wait_idle(self, timeout_s: float) -> bool:
-        """Wait until the bot has no active run, has told the last transition, has settled every preflight (its
-        report posted) and summed up every sweep; False on timeout."""
+        """Wait until the bot has no active run, has told the last transition, has settled every preflight and
+        serving check (its report posted) and summed up every sweep; False on timeout."""
         deadline = time.monotonic() + timeout_s
         self.drain(min(timeout_s, DRAIN_TIMEOUT_S))  # a run just asked for is then in the database
         active: list[Any] = []
@@ -182,7 +183,11 @@ class Shell:
             with self.runtime.services.sessions() as s:
                 active = list(repos.list_active_runs(s))
                 unposted = list(repos.unposted_status_events(s))
-                unsettled = list(repos.running_preflights(s)) + list(repos.followed_sweeps(s))
+                unsettled = [
+                    *repos.running_preflights(s),
+                    *repos.followed_sweeps(s),
+                    *repos.running_serving_checks(s),
+                ]
             if not active and not unposted and not unsettled:
                 self.drain(max(1.0, deadline - time.monotonic()), quiet=True)
                 return True

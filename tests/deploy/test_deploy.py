@@ -122,7 +122,13 @@ def test_settings_env_names_follow_pydantic_settings(clean_env: pytest.MonkeyPat
     clean_env.setenv("POLYAXON_PROJECT", "not-read")
     clean_env.setenv("FINETUNE_POLYAXON_PROJECT", "read-this")
     assert PolyaxonSettings().project == "read-this"
-    assert secret_env_names() == {"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "POLYAXON_AUTH_TOKEN"}
+    assert secret_env_names() == {
+        "SLACK_BOT_TOKEN",
+        "SLACK_SIGNING_SECRET",
+        "SLACK_APP_TOKEN",
+        "POLYAXON_AUTH_TOKEN",
+        "FINETUNE_RELEASE_WEBHOOK_SECRET",
+    }
 
 
 # ---- Dockerfiles ------------------------------------------------------------------------------------------

@@ -129,6 +129,17 @@ class LiveBot:
         assert run.card_ts is not None
         return self.standin.message(CHANNEL, run.card_ts)
 
+    def wait_card(self, run: Run, *needles: str, timeout: float = 60) -> dict[str, Any]:
+        """The card once it shows every needle: the status is recorded before the card is edited, so a
+        test that has seen the status in the database may still read the card's previous edit."""
+
+        def shown() -> dict[str, Any] | None:
+            card = self.card(run)
+            text = str(card.get("text")) + str(card.get("blocks"))
+            return card if all(n in text for n in needles) else None
+
+        return wait_for(shown, timeout=timeout, interval=0.25)
+
     def thread(self, run: Run) -> list[str]:
         """Texts of the card's thread replies."""
         assert run.card_ts is not None

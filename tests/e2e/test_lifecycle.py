@@ -28,9 +28,7 @@ def test_tiny_run_from_command_to_succeeded_card_with_metrics(live_bot: LiveBot)
     run = live_bot.wait_status(name, {"succeeded"})
     # One top-level message (the card) for the whole life of the run; everything else is in its thread.
     assert len(live_bot.standin.messages(CHANNEL)) == before + 1
-    card = live_bot.card(run)
-    card_text = str(card.get("text")) + str(card.get("blocks"))
-    assert "succeeded" in card_text and "eval_loss" in card_text, card
+    card = live_bot.wait_card(run, "succeeded", "eval_loss")
     assert card.get("edited"), "the card is edited in place"
     thread = "\n".join(live_bot.thread(run))
     assert "Submitted to Polyaxon" in thread
@@ -72,7 +70,7 @@ def test_failing_run_posts_its_redacted_log_tail(live_bot: LiveBot) -> None:
     assert ":x:" in thread or "failed" in thread
     assert "bf16" in thread, thread  # the log tail names the cause
     assert "```" in thread  # as a code block
-    assert "failed" in str(live_bot.card(run).get("blocks"))
+    live_bot.wait_card(run, "failed")
 
 
 def test_status_and_logs_of_a_run(live_bot: LiveBot) -> None:
