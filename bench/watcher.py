@@ -123,7 +123,7 @@ def main() -> None:
                         runs.thread.post_card(row)
                     watcher = Watcher(runs=runs, clock=lambda: datetime.now(UTC), stuck_after=timedelta(hours=1))
                     for label, every in (("refresh", timedelta(0)), ("poll", timedelta(hours=1))):
-                        watcher.metrics_every = every
+                        watcher.progress.metrics_every = every
                         proxy.requests.clear()
                         slack_before = len(standin.calls())
                         started = time.perf_counter()

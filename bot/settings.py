@@ -172,12 +172,37 @@ class FinetuneSettings(BaseSettings):
         "default max(30 s, 3 × FINETUNE_WATCH_INTERVAL_S)",
     )
     listener_threads: int = Field(default=64, ge=8, description="Bolt listener pool size")
+    notify: str = Field(
+        default="",
+        description="Where final failures are also told: a channel ID for every recipe, or RECIPE_GLOB=CHANNEL "
+        "pairs, comma-separated (`sft-*=C0ALERTS1,C0DEFAULT1`); a recipe's own `notify:` wins",
+    )
     release_webhook_url: str | None = Field(
         default=None, description="Where every stage change is POSTed, signed (empty: no webhook)"
     )
     release_webhook_secret: SecretStr | None = Field(
         default=None, description="HMAC-SHA256 key of the release webhook's X-Finetune-Signature"
     )
+
+    @field_validator("notify")
+    @classmethod
+    def _notify(cls, v: str) -> str:
+        for item in filter(None, (part.strip() for part in v.split(","))):
+            channel = item.rpartition("=")[2].strip()
+            if not re.match(r"^[CG][A-Z0-9]{6,}$", channel):
+                raise ValueError(
+                    f"{item!r}: expected a channel ID (C0123ABCD) or RECIPE_GLOB=CHANNEL, e.g. sft-*=C0123ABCD"
+                )
+        return v
+
+    @property
+    def notify_routes(self) -> list[tuple[str, str]]:
+        """(recipe glob, channel) pairs of FINETUNE_NOTIFY, in order; a bare channel is `*`."""
+        routes = []
+        for item in filter(None, (part.strip() for part in self.notify.split(","))):
+            pattern, _, channel = item.rpartition("=")
+            routes.append((pattern.strip() or "*", channel.strip()))
+        return routes
 
     @field_validator("release_webhook_url")
     @classmethod

@@ -23,6 +23,9 @@ class Run(SQLModel, table=True):
     """One submission: the bot's record of a Polyaxon run."""
 
     __tablename__ = "runs"
+    # One row per attempt of a retried run: a second replica (or a restarted bot) cannot start the same attempt
+    # twice, so the recipe's retry budget holds whatever crashes.
+    __table_args__ = (sa.UniqueConstraint("first_attempt_id", "attempt", name="uq_runs_first_attempt_attempt"),)
 
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(max_length=128, unique=True, description="Polyaxon run name = idempotency key")
@@ -62,6 +65,17 @@ class Run(SQLModel, table=True):
     sweep_id: int | None = Field(default=None, foreign_key="runs.id", index=True)
     last_activity_at: datetime | None = _ts()
     stuck_flagged_at: datetime | None = _ts()
+    # What the recipe and presets said about failures when it was submitted: `retry` ({max, on}), `max_pending_s`
+    # (the start deadline) and `notify` (a channel for final failures). Kept with the run: a recipe edited later
+    # does not change the rules of a run already going.
+    policy: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON(), nullable=True))
+    # Attempt N of a retried run; the first attempt's id (None on the first), whose card every attempt edits.
+    attempt: int = Field(default=1, sa_column_kwargs={"server_default": "1"})
+    first_attempt_id: int | None = Field(default=None, foreign_key="runs.id")
+    # Why it failed (bot.failures): class, evidence, hint, and the retry decision ("due", "started", "no").
+    failure: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON(), nullable=True))
+    # The last Polyaxon status condition told while it waited ("reason: message"): the same one is not told twice.
+    condition: str | None = Field(default=None, max_length=512)
     created_at: datetime = _created()
     updated_at: datetime = _created()
     started_at: datetime | None = _ts()

@@ -14,9 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bot.catalog.overrides import OverrideSpec
+from bot.catalog.policy import RetrySpec, duration_s
 from bot.grammar import Scalar
 
 TRL_COMPONENTS = ("trl-sft", "trl-sft-distributed")
@@ -170,6 +171,18 @@ class RecipeFile(_Strict):
     axolotl_config: str | None = None
     preflight: PreflightSpec | None = None
     serving: ServingSpec | None = None
+    # When runs go wrong (bot.catalog.policy): retried classes and budget, the start deadline, a channel for
+    # final failures (besides the run's own thread).
+    retry: RetrySpec | None = None
+    max_pending: str | int | None = None
+    notify: str | None = Field(default=None, pattern=r"^[CG][A-Z0-9]{6,}$")
+
+    @field_validator("max_pending")
+    @classmethod
+    def _max_pending(cls, v: str | int | None) -> str | int | None:
+        if v is not None:
+            duration_s(v)
+        return v
 
 
 # --- the catalog's types -----------------------------------------------------------------------
@@ -204,6 +217,8 @@ class Preset(BaseModel):
     document: dict[str, Any]  # what Polyaxon merges (without the catalog's metadata: name, description, family)
     target_kind: str | None  # "job", "pytorchjob", or None for any run kind
     params: dict[str, Any] = Field(default_factory=dict)
+    # `maxPending`: how long a run on this preset may wait to start before the bot stops it (seconds or 10m).
+    max_pending: str | int | None = None
     # What the preset decides: `resources` (accelerators, CPU, memory, the node pool they need, the queue),
     # `placement` (spot/preemptible nodes, zones, retries) or `storage` (where checkpoints go). A run gets one
     # preset per family: the user's replaces the recipe's default of the same family, the others stay.

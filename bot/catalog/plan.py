@@ -18,6 +18,7 @@ from bot.catalog.manifests import Component, Recipe
 from bot.catalog.memory import MemoryEstimate, estimate_run_memory
 from bot.catalog.overrides import coerce_overrides
 from bot.catalog.pins import Pinner
+from bot.catalog.policy import run_policy
 from bot.catalog.presets import PresetChoice
 from bot.catalog.resources import cluster_provenance, replacement_warnings, resource_warnings, summarize_resources
 from bot.grammar import RunCommand
@@ -60,6 +61,8 @@ class Plan(BaseModel):
     # How the gate was passed, filled by the run service for the dry-run and the card: a passed preflight's
     # evidence or who skipped it.
     validation: dict[str, Any] | None = None
+    # The failure policy the run is stored with (bot.catalog.policy): retries, start deadline, notify channel.
+    policy: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def over_memory_budget(self) -> bool:
@@ -164,4 +167,10 @@ def compile_plan(
         memory=memory,
         tags=tags,
         dry_run=cmd.dry_run,
+        policy=run_policy(
+            retry=spec.retry,
+            max_pending=spec.max_pending,
+            notify=spec.notify,
+            preset_max_pending=[(p.name, p.max_pending) for p in presets if p.max_pending is not None],
+        ),
     )

@@ -18,19 +18,22 @@ from pydantic import BaseModel, Field
 
 from bot.catalog.errors import CatalogError, PlanError
 from bot.catalog.manifests import PRESET_PARAMS, Component, Preset, Recipe
+from bot.catalog.policy import duration_s
 from bot.grammar import closest, did_you_mean
 
 FAMILIES = ("resources", "placement", "storage")
 # Catalog metadata: read by the bot, removed before Polyaxon merges the preset.
-METADATA_KEYS = frozenset({"name", "description", "family"})
+METADATA_KEYS = frozenset({"name", "description", "family", "maxPending"})
 PRESET_KEYS = frozenset(
     {
         "name",
         "description",
         "family",
+        "maxPending",
         "kind",
         "version",
         "isPreset",
+        "isApproved",
         "patchStrategy",
         "queue",
         "namespace",
@@ -97,6 +100,12 @@ def parse_preset(data: dict[str, Any], stem: str, rel: str, training_keys: froze
     family = data.get("family") or infer_family(data)
     if family not in FAMILIES:
         raise CatalogError(rel, "family", f"{family!r} is not a preset family (one of {', '.join(FAMILIES)})")
+    max_pending = data.get("maxPending")
+    if max_pending is not None:
+        try:
+            duration_s(max_pending)
+        except ValueError as exc:
+            raise CatalogError(rel, "maxPending", str(exc)) from exc
     document = {key: value for key, value in data.items() if key not in METADATA_KEYS}
     return Preset(
         name=data["name"],
@@ -106,6 +115,7 @@ def parse_preset(data: dict[str, Any], stem: str, rel: str, training_keys: froze
         target_kind=target,
         params=params,
         family=family,
+        max_pending=max_pending,
     )
 
 

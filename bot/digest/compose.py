@@ -41,6 +41,8 @@ class DigestRun(BaseModel):
     # A sweep's trials and best trial (what its leaderboard last showed); its trials have no line of their own.
     sweep: dict[str, Any] | None = None
     sweep_metric: str | None = None
+    # Why it failed or was stopped by the bot (bot.failures): the class's title, and whether a retry took over.
+    failure: str | None = None
 
 
 class DigestApproval(BaseModel):
@@ -231,7 +233,7 @@ def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
     }
     for status, title in titles.items():
         if by_status[status]:
-            lines = [_run_line(r) for r in by_status[status]]
+            lines = [_run_line(r) + (f" — {r.failure}" if r.failure else "") for r in by_status[status]]
             blocks.append(_list_section(f"{title} ({len(lines)})", lines, data.more_link))
     if going:
         lines = [f"{_run_line(r)} — *{r.status}*{_progress(r)}" for r in going]

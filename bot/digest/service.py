@@ -6,6 +6,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.base import BaseScheduler
@@ -266,6 +267,7 @@ def to_digest_run(run: Run, base: str | None, *, lineage: int = 0, sweep: Sweep 
         validation=(run.validation or {}).get("state"),
         kind=run.kind,
         confirmed=run.outputs_confirmed_at is not None,
+        failure=_failure_line(run.failure),
         stuck=run.stuck_flagged_at is not None and run.finished_at is None,
         eval_contract_hash=run.eval_contract_hash,
         metric_name=metric,
@@ -277,3 +279,12 @@ def to_digest_run(run: Run, base: str | None, *, lineage: int = 0, sweep: Sweep 
         sweep=(sweep.progress or {}) if sweep is not None else None,
         sweep_metric=sweep.metric if sweep is not None else None,
     )
+
+
+def _failure_line(failure: dict[str, Any] | None) -> str | None:
+    """`Out of GPU memory`, or `Preempted (retried as sft-tiny-…)` when a retry took over."""
+    if not failure:
+        return None
+    title = str(failure.get("title") or failure.get("kind") or "")
+    retried = failure.get("retried_as")
+    return f"{title} (retried as {retried})" if retried else title

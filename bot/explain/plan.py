@@ -7,7 +7,7 @@ from typing import Any
 
 from bot.catalog import Plan
 from bot.catalog.manifests import PINNED_INPUTS
-from bot.slack.blocks import cap_blocks, clip, context, escape, header, section, sections
+from bot.slack.blocks import cap_blocks, clip, context, escape, header, human_duration, section, sections
 
 MAX_VALUE_SHOWN = 120
 
@@ -169,6 +169,7 @@ def render_plan(plan: Plan, *, notes: Sequence[str] = ()) -> list[dict[str, Any]
         blocks.append(section(_memory_lines(plan)))
     if plan.distributed:
         blocks.append(section(_gate_text(plan)))
+    blocks.append(section(failure_policy_text(plan.policy)))
     warning_lines = [f"• :warning: {escape(w)}" for w in plan.warnings] or ["none"]
     blocks += sections("*Warnings*", warning_lines)
     if plan.dry_run:
@@ -176,3 +177,24 @@ def render_plan(plan: Plan, *, notes: Sequence[str] = ()) -> list[dict[str, Any]
             context("Nothing was submitted (`--dry-run`). Run the same command without `--dry-run` to start it.")
         )
     return cap_blocks(blocks, "…plan truncated to fit Slack's 50-block limit.")
+
+
+def failure_policy_text(policy: dict[str, Any]) -> str:
+    """What the bot does when the run goes wrong: retries, the start deadline, where final failures are told."""
+    retry = policy.get("retry")
+    lines = ["*When it goes wrong*"]
+    if retry:
+        lines.append(
+            f"• retried up to {retry['max']} more time(s) from its newest complete checkpoint when "
+            f"{', '.join(retry['on'])}; never on a code, data or NaN failure"
+        )
+    else:
+        lines.append("• not retried automatically (the recipe sets no `retry:`); resume it by hand")
+    if policy.get("max_pending_s"):
+        lines.append(
+            f"• stopped if it has not started {human_duration(float(policy['max_pending_s']))} after submission "
+            f"(from the {escape(str(policy.get('max_pending_from', 'recipe')))})"
+        )
+    if policy.get("notify"):
+        lines.append(f"• a final failure is also told in <#{policy['notify']}>")
+    return "\n".join(lines)

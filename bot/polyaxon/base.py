@@ -158,6 +158,7 @@ class GatewayBase:
             tags=list(run.tags or []),
             description=run.description,
             original_uuid=getattr(original, "uuid", None) if original else None,
+            pending=str(run.pending) if getattr(run, "pending", None) else None,
         )
 
     def _namespace(self, uuid: str) -> str:

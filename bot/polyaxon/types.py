@@ -50,6 +50,8 @@ class RunInfo(BaseModel):
     description: str | None = None
     original_uuid: str | None = None
     conditions: list[StatusCondition] = Field(default_factory=list)
+    # What Polyaxon holds a not-yet-queued run for: `approval`, `upload`, `build` or `cache` (None: nothing).
+    pending: str | None = None
 
     @property
     def is_done(self) -> bool:

@@ -4,7 +4,7 @@ from bot.runs.control import INLINE_LOG_BYTES, TERMINAL
 from bot.runs.errors import Reply, RunError
 from bot.runs.evals import contract_differences, primary_metric
 from bot.runs.lookup import find_run
-from bot.runs.resume import resume_diff
+from bot.runs.resume import checkpoint_steps, copy_from_checkpoint, resume_diff
 from bot.runs.service import RunService
 from bot.runs.submit import run_name_for
 from bot.runs.thread import TRANSITION_EVENT, RunThread, transition_metadata
@@ -17,7 +17,9 @@ __all__ = [
     "RunError",
     "RunService",
     "RunThread",
+    "checkpoint_steps",
     "contract_differences",
+    "copy_from_checkpoint",
     "find_run",
     "primary_metric",
     "resume_diff",

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bot.settings import PolyaxonSettings
-from bot.slack.blocks import command_button, context, escape, header, section
+from bot.slack.blocks import command_button, context, escape, header, human_duration, section
 from storage.models import Run
 
 STATUS_EMOJI = {
@@ -65,6 +65,14 @@ class CardView(BaseModel):
     outputs_problems: list[str] = Field(default_factory=list)
     # How a distributed run passed the smoke-first gate: {"state": "validated", "preflight": …} or unvalidated.
     validation: dict[str, Any] | None = None
+    # When runs go wrong (bot.failures): the attempt of a retried run, the previous attempt's failure, this
+    # run's failure (title, evidence, hint), the condition it waits on, how long it waited and ran.
+    attempt: int = 1
+    attempts: int = 1
+    previous_failure: str | None = None
+    failure: dict[str, Any] | None = None
+    condition: str | None = None
+    durations: str | None = None
 
 
 def card_view(
@@ -74,10 +82,13 @@ def card_view(
     parent_name: str | None = None,
     parent_link: str | None = None,
     recipe_presets: list[str] | None = None,
+    previous_failure: str | None = None,
+    now: datetime | None = None,
 ) -> CardView:
     """The card's content for a stored run (its parent, when resumed, found by the caller)."""
     metrics = {k: float(v) for k, v in run.last_metrics.items() if isinstance(v, int | float)}
     max_steps = run.params.get("max_steps")
+    retry = (run.policy or {}).get("retry") or {}
     return CardView(
         name=run.name,
         uuid=run.polyaxon_uuid,
@@ -103,7 +114,28 @@ def card_view(
         confirmed=run.outputs_confirmed_at is not None,
         outputs_problems=list((run.outputs_check or {}).get("problems") or []),
         validation=run.validation,
+        attempt=run.attempt,
+        attempts=1 + int(retry.get("max") or 0),
+        previous_failure=previous_failure,
+        failure=run.failure,
+        condition=run.condition if run.started_at is None else None,
+        durations=durations_line(run, now) if now is not None else None,
     )
+
+
+def durations_line(run: Run, now: datetime) -> str | None:
+    """`waited 12 s · ran 3 min 4 s` (`waited 40 s so far`, `… · running for 2 min`); None before submission."""
+    if run.polyaxon_uuid is None:
+        return None
+    created, started, finished = run.created_at, run.started_at, run.finished_at
+    if started is None:
+        return f"waited {human_duration(((finished or now) - created).total_seconds())}" + (
+            "" if finished else " so far"
+        )
+    waited = f"waited {human_duration((started - created).total_seconds())}"
+    if finished is None:
+        return f"{waited} · running for {human_duration((now - started).total_seconds())}"
+    return f"{waited} · ran {human_duration((finished - started).total_seconds())}"
 
 
 def polyaxon_url(settings: PolyaxonSettings, run: Run) -> str | None:
@@ -132,7 +164,11 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
     progress = _progress(view.step, view.max_steps)
     if progress:
         status_line += f" · {progress}"
+    if view.attempts > 1:
+        status_line += f" · attempt {view.attempt}/{view.attempts}"
     lines = [status_line, f"*Requested by* <@{view.requester}> · *Presets* {presets}"]
+    if view.durations:
+        lines.append(f":stopwatch: {view.durations}")
     if view.overrides:
         overrides = " ".join(f"`{escape(k)}={escape(_value(v))}`" for k, v in sorted(view.overrides.items()))
         lines.append(f"*Overrides* {overrides}")
@@ -143,6 +179,7 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
     if view.parent_name:
         parent = f"<{view.parent_link}|{view.parent_name}>" if view.parent_link else f"`{view.parent_name}`"
         lines.append(f":leftwards_arrow_with_hook: resumed from {parent}")
+    lines += _failure_lines(view)
     lines += _gate_lines(view)
     if view.note:
         lines.append(escape(view.note))
@@ -177,6 +214,25 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
         buttons.append(command_button("Resume", f"resume {ref}", suffix="resume"))
     blocks.append({"type": "actions", "elements": buttons})
     return blocks
+
+
+def _failure_lines(view: CardView) -> list[str]:
+    """Why it waits, why the previous attempt failed, why this one did (class, evidence, hint)."""
+    lines = []
+    if view.condition and view.status not in TERMINAL_CARD_STATUSES:
+        lines.append(f":hourglass: *Waiting*: {escape(view.condition.strip(': '))}")
+    if view.previous_failure:
+        lines.append(f":repeat: attempt {view.attempt - 1} ended: {escape(view.previous_failure)}")
+    failure = view.failure or {}
+    if failure and view.status in TERMINAL_CARD_STATUSES:
+        lines.append(f":x: *{escape(str(failure.get('title')))}*: `{escape(str(failure.get('evidence')))}`")
+        lines.append(f":bulb: {escape(str(failure.get('hint')))}")
+        if failure.get("retry") == "started":
+            lines.append(f":repeat: {escape(str(failure.get('why')))}")
+    return lines
+
+
+TERMINAL_CARD_STATUSES = frozenset({"succeeded", "failed", "stopped", "submit_failed"})
 
 
 def _gate_lines(view: CardView) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bot.grammar import ResumeCommand, RunCommand
@@ -18,6 +18,7 @@ from storage.models import Run
 
 if TYPE_CHECKING:
     from bot.catalog import Plan
+    from bot.polyaxon import PolyaxonGateway, RunInfo
 
 TERMINAL = repos.TERMINAL_STATUSES
 
@@ -106,13 +107,14 @@ class Resumer:
         from bot.polyaxon import GatewayError
 
         try:
-            info = self.deps.gateway.copy_run(
+            info = copy_from_checkpoint(
+                self.deps.gateway,
                 parent.polyaxon_uuid,
                 name=name,
-                params=patch,
+                step=step,
+                patch=patch,
                 tags=plan.tags,
                 description=f"resume of {parent.name} by {user}",
-                copy_dirs=[f"outputs/{checkpoint}"],
             )
         except GatewayError as exc:
             reason = escape(redact(str(exc), extra_secrets=self.deps.secrets))
@@ -140,6 +142,34 @@ class Resumer:
             purpose="resume",
         )
         return Reply(text=f"Resuming `{parent.name}` as `{name}`.")
+
+
+def copy_from_checkpoint(
+    gateway: PolyaxonGateway,
+    parent_uuid: str,
+    *,
+    name: str,
+    step: int | None,
+    patch: Mapping[str, Any],
+    tags: Sequence[str],
+    description: str,
+) -> RunInfo:
+    """The child run: a Polyaxon copy of the parent's spec, `patch` over its inputs, that starts with the
+    parent's `checkpoint-<step>` copied into its own outputs (nothing copied when `step` is None: a fresh start).
+
+    The one path `/finetune resume` and automatic retries take; idempotent on `name`.
+    """
+    params = dict(patch)
+    if step is not None:
+        params["resume_from"] = f"checkpoint-{step}"
+    return gateway.copy_run(
+        parent_uuid,
+        name=name,
+        params=params,
+        tags=tags,
+        description=description,
+        copy_dirs=[f"outputs/checkpoint-{step}"] if step is not None else [],
+    )
 
 
 def checkpoint_steps(outputs: Mapping[str, Any]) -> list[int]:

@@ -135,6 +135,7 @@ class Submitter:
                 channel=channel,
                 status="awaiting_approval" if hold else "submitting",
                 validation=plan.validation,
+                policy=plan.policy or None,
                 # Kept until Polyaxon has it: a process that dies before submitting leaves it for the next tick.
                 pending_operation={"operation": plan.operation, "tags": list(plan.tags)},
             )

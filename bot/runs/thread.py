@@ -68,14 +68,15 @@ class RunThread:
 
     def card_view(self, run: Run) -> CardView:
         """The card's content for a stored run."""
-        parent_name = parent_link = None
-        if run.parent_run_id is not None:
-            with self.deps.sessions() as s:
-                parent = repos.get_run(s, run_id=run.parent_run_id)
-            if parent is not None:
-                parent_name = parent.name
-                parent_link = self.permalink(parent.channel, parent.card_ts)
-        return card_view(run, polyaxon_url=self.polyaxon_url(run), parent_name=parent_name, parent_link=parent_link)
+        parent_name, parent_link, previous_failure = _parent_context(self, run)
+        return card_view(
+            run,
+            polyaxon_url=self.polyaxon_url(run),
+            parent_name=parent_name,
+            parent_link=parent_link,
+            previous_failure=previous_failure,
+            now=self.deps.clock(),
+        )
 
     def render(self, run: Run) -> tuple[str, list[dict[str, Any]]]:
         """The card's notification text and blocks, by the renderer of the run's kind."""
@@ -112,8 +113,14 @@ class RunThread:
 
     def update_card(self, run: Run, *, force: bool = False) -> bool:
         """Edit the card in place (chat.update), at most once every few seconds unless `force`."""
-        if not run.card_ts:
+        card_ts = run.card_ts
+        if not card_ts:
             return False
+        with self.deps.sessions() as s:
+            # Every attempt of a retried run edits the first attempt's card: it shows the newest attempt.
+            newest = repos.newest_attempt_on_card(s, channel=run.channel, card_ts=card_ts)
+        if newest is not None and newest.id != run.id:
+            run = newest
         key = run.id or 0
         with self._lock:
             last = self._card_updated.get(key, 0.0)
@@ -122,7 +129,7 @@ class RunThread:
             self._card_updated[key] = time.monotonic()
         text, blocks = self.render(run)
         try:
-            self.deps.client.chat_update(channel=run.channel, ts=run.card_ts, text=text, blocks=blocks)
+            self.deps.client.chat_update(channel=run.channel, ts=card_ts, text=text, blocks=blocks)
         except SlackApiError as exc:
             if exc.response.get("error") not in GONE_ERRORS:
                 raise
@@ -280,3 +287,18 @@ class RunThread:
         if fresh is None:
             raise RunError(f"run {run.name} disappeared from the database")
         return fresh
+
+
+def _parent_context(thread: RunThread, run: Run) -> tuple[str | None, str | None, str | None]:
+    """A resumed run's parent on its card: the parent's name and link, or, for an attempt of a retried run (which
+    shares the parent's card), what ended the previous attempt."""
+    if run.parent_run_id is None:
+        return None, None, None
+    with thread.deps.sessions() as s:
+        parent = repos.get_run(s, run_id=run.parent_run_id)
+    if parent is None:
+        return None, None, None
+    if parent.card_ts != run.card_ts:
+        return parent.name, thread.permalink(parent.channel, parent.card_ts), None
+    previous = str(parent.failure.get("title") or "") if parent.failure else None
+    return parent.name, None, previous

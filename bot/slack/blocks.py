@@ -88,3 +88,15 @@ def command_button(label: str, command: str, *, suffix: str | None = None, style
     if style is not None:
         button["style"] = style
     return button
+
+
+def human_duration(seconds: float) -> str:
+    """`42 s`, `3 min 4 s`, `2 h 5 min`: a duration as people read it."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"

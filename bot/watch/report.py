@@ -42,20 +42,6 @@ def checkpoint_step(outputs: Mapping[str, Any]) -> int | None:
     return _as_int(outputs.get("checkpoint_latest_step"))
 
 
-def resume_hint(run: Run) -> str:
-    """How to go on from a failed or stopped run: resume from its checkpoint, or start again without one."""
-    if run.checkpoint_step is not None:
-        return (
-            f"\nResume from its last checkpoint (step {run.checkpoint_step}) with the card's Resume button or "
-            f"`/finetune resume {run.name}`."
-        )
-    again = "".join(f" {k}={v}" for k, v in sorted(run.overrides.items()))
-    return (
-        f"\nIt saved no complete checkpoint, so it can't be resumed: start again with "
-        f"`/finetune run recipe={run.recipe_name}{again}`."
-    )
-
-
 def resumed_text(outputs: Mapping[str, Any], run: Run) -> str | None:
     """`Resumed from checkpoint-72 (step 72/500).` once the trainer reported what it loaded; None before."""
     step = _as_int(outputs.get("resumed_from_step"))

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from bot.redact import cap_tail, redact
-from bot.runs import INLINE_LOG_BYTES, RunService
+from bot.failures import WAITING, FailureService, condition_key
+from bot.redact import redact
+from bot.runs import RunService
 from bot.slack.blocks import escape
-from bot.watch.report import checkpoint_step, final_eval, metrics_text, resume_hint, resumed_text
+from bot.watch.progress import Progress
+from bot.watch.report import checkpoint_step, final_eval, metrics_text, resumed_text
 from storage import repos
 from storage.models import Run, utcnow
 
@@ -32,7 +34,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RUNNING = frozenset({"running", "processing"})
-FAILED_TAIL_LINES = 400
 # Each refresh costs two Polyaxon requests; capping them per tick bounds a tick's time however many runs
 # are active (the rest are refreshed on the next ticks, least recently refreshed first).
 MAX_REFRESHES_PER_TICK = 50
@@ -71,8 +72,10 @@ class Watcher:
         sweeps: SweepFollower | None = None,
         still_leader: Callable[[], bool] | None = None,
         recover_after: timedelta = RECOVER_AFTER,
+        failures: FailureService | None = None,
     ) -> None:
         self.runs = runs
+        self.failures = failures or FailureService(runs.deps, runs.thread, check_every=metrics_every)
         # Between runs of a long tick: does this replica still hold the watcher lease? (Always, without one.)
         self.still_leader = still_leader or (lambda: True)
         self.registry = registry
@@ -85,7 +88,9 @@ class Watcher:
         self.clock = clock
         self.stuck_after = stuck_after
         self.metrics_every = metrics_every
-        self._metrics_at: dict[int, datetime] = {}
+        self.progress = Progress(
+            runs, metrics_every=metrics_every, stuck_after=stuck_after, mention=self.failures.mention
+        )
 
     def tick(self) -> TickStats:
         """One pass: retry pending submissions, tell unposted transitions, poll, report changes, settle preflights."""
@@ -94,6 +99,10 @@ class Watcher:
         self._recover_unposted(stats)
         pending = self.runs.retry_pending()
         stats.transitions += pending
+        # Failed attempts whose retry was decided but not started (a crash, Polyaxon down) start here.
+        retried, retry_errors = self.failures.retry_due(self.clock())
+        stats.transitions += retried
+        stats.errors += retry_errors
         if self.registry is not None:
             # Approved requests whose registration failed (Polyaxon down) register here, once it is back.
             self._retry_registrations(stats)
@@ -138,9 +147,15 @@ class Watcher:
         # A sweep is followed as a whole (bot.sweeps); its trials are not in `active` at all.
         active = [r for r in active if r.kind != "sweep"]
         now = self.clock()
+        # Runs that have not started: new status conditions told, start deadlines enforced (throttled per run).
+        waiting = [r for r in active if (remote.get(r.polyaxon_uuid or "") or r).status in WAITING]
+        try:
+            stats.polyaxon_requests += self.failures.watch_waiting(waiting, now)
+        except GatewayError as exc:
+            log.warning("watcher: waiting runs: %s", exc)
+            stats.errors.append(f"waiting runs: {exc}")
         # Least recently refreshed first, so a capped tick leaves the freshest runs for the next one.
-        epoch = datetime.min.replace(tzinfo=now.tzinfo)
-        active.sort(key=lambda r: self._metrics_at.get(r.id or 0, epoch))
+        active = self.progress.order(active, now)
         for run in active:
             if not self.still_leader():
                 # Another replica took the watcher over: it reports the rest, from the same database.
@@ -184,7 +199,14 @@ class Watcher:
         status = info.status
         reason = next((c.message or c.reason for c in reversed(info.conditions) if c.type == status), None)
         fields: dict[str, Any] = {"last_activity_at": self.clock()}
-        if info.started_at and run.started_at is None:
+        # Polyaxon stamps `started_at` on a run stopped before it ever ran: only a run seen running (or that
+        # succeeded between two ticks) has started, or the card would say a held run "ran".
+        ran = (
+            status in RUNNING | {"succeeded"}
+            or run.status in RUNNING
+            or any(c.type in RUNNING for c in info.conditions)
+        )
+        if info.started_at and run.started_at is None and ran:
             fields["started_at"] = info.started_at
         if info.finished_at:
             fields["finished_at"] = info.finished_at
@@ -201,20 +223,21 @@ class Watcher:
             fields["last_metrics"] = metrics
             if step is not None:
                 fields["last_step"] = step
-            text = ":white_check_mark: *succeeded*" + metrics_text(metrics, contract_metrics)
+            text = ":white_check_mark: *succeeded*" + self.failures.attempt_label(run)
+            text += metrics_text(metrics, contract_metrics)
+            # The requester hears it (and only they are mentioned), once: the transition is told once.
+            text += "\n" + self.failures.mention(run)
         elif status == "failed":
-            tail = self.gateway.tail_logs(run.polyaxon_uuid or "", lines=FAILED_TAIL_LINES)
+            # Classified (class, evidence, hint) with the log tail; retried when the recipe's budget allows.
+            text, fields["failure"], upload = self.failures.report_failed(run, info)
             stats.polyaxon_requests += 1
-            lines = [redact(line.value, extra_secrets=self.runs.secrets) for line in tail.lines]
-            inline, left = cap_tail(lines, max_bytes=INLINE_LOG_BYTES)
-            text = ":x: *failed*" + (f" — {escape(reason)}" if reason else "")
-            text += f"\nLast log lines:\n```{inline or '(no log lines)'}```"
-            if left:
-                upload = ("\n".join(lines).encode(), len(lines))
-                text += f"\n{left} earlier lines are in the attached file."
-            text += resume_hint(run)
         elif status == "stopped":
-            text = ":octagonal_sign: *stopped*" + resume_hint(run)
+            text = self.failures.stopped_text(run)
+        elif status in WAITING:
+            # Told with this transition: the waiting check does not tell the same condition again.
+            fields["condition"] = condition_key(
+                *next(((c.reason, c.message) for c in reversed(info.conditions) if c.type == status), (None, reason))
+            )
         fresh = self.runs.thread.transition(run, status=status, message=reason, text=text, **fields)
         if upload is not None:
             self.runs.thread.upload_to_thread(
@@ -224,6 +247,9 @@ class Watcher:
                 title=f"{run.name}: last {upload[1]} log lines (redacted)",
                 comment="Full log tail of the failed run",
             )
+        if status == "failed":
+            # The retry the recipe's budget allows starts now (or, after a crash, on a later tick).
+            stats.transitions += self.failures.after_failed(fresh)
 
     def _note_outputs(self, run: Run, info: RunInfo) -> Run:
         """What the trainer reported in its outputs: the latest complete checkpoint, and where a resume started."""
@@ -242,49 +268,13 @@ class Watcher:
         return run
 
     def _refresh(self, run: Run, now: datetime, stats: TickStats) -> None:
-        """Latest metrics on the card, and the stuck check (throttled per run)."""
-        key = run.id or 0
-        last = self._metrics_at.get(key)
-        if last is not None and now - last < self.metrics_every:
+        """Latest metrics on the card, and the stuck check (throttled per run: bot.watch.progress)."""
+        done = self.progress.refresh(run, now)
+        if done is None:
             return
-        self._metrics_at[key] = now
         stats.refreshed += 1
-        metrics, step = self.gateway.metrics_summary(run.polyaxon_uuid or "")
-        tail = self.gateway.tail_logs(run.polyaxon_uuid or "", lines=1)
-        stats.polyaxon_requests += 3  # lineage; logs (namespace lookup is cached after the first)
-        last_log = tail.lines[-1].timestamp if tail.lines else None
-        changed = metrics != {k: v for k, v in run.last_metrics.items() if isinstance(v, int | float)}
-        activity = run.last_activity_at or run.started_at or run.created_at
-        if changed:
-            activity = now
-        if last_log is not None and last_log > activity:
-            activity = last_log
-        fields: dict[str, Any] = {"last_activity_at": activity}
-        if changed:
-            fields["last_metrics"] = metrics
-            if step is not None:
-                fields["last_step"] = step
-        with self.sessions() as s:
-            fresh = repos.get_run(s, run_id=key)
-            if fresh is None:
-                return
-            repos.update_run(s, fresh, **fields)
-        if changed:
-            self.runs.thread.update_card(fresh)
-        if fresh.stuck_flagged_at is None and now - activity >= self.stuck_after:
-            with self.sessions() as s:
-                again = repos.get_run(s, run_id=key)
-                if again is None or again.stuck_flagged_at is not None:
-                    return
-                repos.update_run(s, again, stuck_flagged_at=now)
-            minutes = int((now - activity).total_seconds() // 60)
-            self.runs.thread.post_thread(
-                fresh,
-                f":warning: *Possibly stuck*: no new log line and no new metric for {minutes} min. "
-                f"Check `/finetune logs {run.name}`, or stop it with the card's Stop button.",
-                purpose="stuck",
-            )
-            stats.stuck_flagged += 1
+        stats.polyaxon_requests += done.polyaxon_requests
+        stats.stuck_flagged += int(done.stuck_flagged)
 
     def _recover_unposted(self, stats: TickStats) -> None:
         """Tell transitions that were recorded but not posted (the bot died between the two)."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, update
 from sqlalchemy import select as sql_select
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, or_, select
 
 from storage.models import Run, StatusEvent, utcnow
@@ -43,7 +44,11 @@ def create_run(session: Session, **fields: Any) -> Run:
         raise DuplicateError(f"run {fields['name']!r} exists already")
     run = Run(**fields)
     session.add(run)
-    session.flush()
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        # Another writer took the name, or the same attempt of a retried run, between the check and the insert.
+        raise DuplicateError(f"run {fields['name']!r} (attempt {fields.get('attempt', 1)}) exists already") from exc
     return run
 
 
@@ -166,3 +171,15 @@ def claim_held_run(session: Session, *, run_id: int, from_status: str, validatio
     )
     session.commit()
     return bool(getattr(result, "rowcount", 0))
+
+
+def failed_runs_since(session: Session, *, since: datetime) -> Sequence[Run]:
+    """Runs that failed since `since` with a failure recorded (what the retry pass looks at), oldest first."""
+    stmt = select(Run).where(Run.status == "failed", col(Run.failure).is_not(None), col(Run.finished_at) >= since)
+    return session.exec(stmt.order_by(col(Run.id))).all()
+
+
+def newest_attempt_on_card(session: Session, *, channel: str, card_ts: str) -> Run | None:
+    """The newest run shown on a card: the latest attempt of a retried run (each attempt edits the first's card)."""
+    stmt = select(Run).where(Run.channel == channel, Run.card_ts == card_ts).order_by(col(Run.id).desc()).limit(1)
+    return session.exec(stmt).first()

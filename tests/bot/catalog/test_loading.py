@@ -105,6 +105,16 @@ MALFORMED = [
         "recipes/bad.yaml: axolotl_config: contains Jinja",
     ),
     ("components/bad.yaml", "kind: operation\nname: bad\n", "components/bad.yaml: kind: expected `kind: component`"),
+    (
+        "recipes/bad.yaml",
+        "name: bad\ndescription: x\ncomponent: quickstart\nretry: {max: 2, on: [preempted, code]}\n",
+        "recipes/bad.yaml: retry.on: Value error, code is never retried",
+    ),
+    (
+        "presets/bad.yaml",
+        "name: bad\ndescription: x\nkind: operation\nisPreset: true\nmaxPending: soon\n",
+        "presets/bad.yaml: maxPending: 'soon' is not a duration",
+    ),
 ]
 
 
@@ -131,6 +141,8 @@ MALFORMED = [
         "recipe-override-sets-a-pin",
         "recipe-axolotl-jinja",
         "component-wrong-kind",
+        "recipe-retries-code-errors",
+        "preset-bad-start-deadline",
     ],
 )
 def test_malformed_manifests_name_file_and_field(fresh_dir: Path, relative: str, text: str, message: str) -> None:

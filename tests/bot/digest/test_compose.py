@@ -250,3 +250,11 @@ def test_a_sweep_is_one_line_with_its_trial_counts_and_best_trial() -> None:
     assert text.count("qs-sweep-t2") == 1
     assert "sweep: 3/3 trials done, 0 failed · best `qs-sweep-t2` (lr=0.05) accuracy 0.9883" in text
     assert "sweep: 1/8 trials done, 2 failed · no trial ranked yet" in text
+
+
+def test_failed_runs_say_why_and_whether_a_retry_took_over() -> None:
+    oom = run("oom-1", "failed", failure="Out of GPU memory")
+    preempted = run("spot-1", "failed", failure="Preempted (retried as spot-2)")
+    text = text_of(compose_digest(DigestData(channel="C1", since=SINCE, runs=[oom, preempted]), NOW))
+    assert "`oom-1` (sft-tiny) by <@U0ALICE01> — Out of GPU memory" in text
+    assert "Preempted (retried as spot-2)" in text

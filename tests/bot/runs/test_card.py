@@ -49,3 +49,31 @@ def test_the_card_shows_overrides_chosen_presets_and_offers_resume_only_with_a_c
     assert "Resume" in str(render_card(view.model_copy(update={"checkpoint_step": 20}))[-1])
     plain = card_text(view.model_copy(update={"overrides": {}}))
     assert "none (the recipe's defaults)" in plain
+
+
+def test_the_card_shows_the_attempt_why_the_last_one_ended_and_this_ones_class_and_hint() -> None:
+    failure = {
+        "kind": "oom_cuda",
+        "title": "Out of GPU memory",
+        "evidence": "torch.OutOfMemoryError: CUDA out of memory.",
+        "hint": "try `batch_size=4`",
+        "retry": "no",
+    }
+    view = CardView(
+        name="sft-lora-2",
+        recipe="sft-lora",
+        requester="U1",
+        status="failed",
+        attempt=2,
+        attempts=3,
+        previous_failure="Preempted",
+        failure=failure,
+        durations="waited 12 s · ran 3 min 4 s",
+    )
+    text = card_text(view)
+    assert "attempt 2/3" in text and "attempt 1 ended: Preempted" in text
+    assert "*Out of GPU memory*: `torch.OutOfMemoryError: CUDA out of memory.`" in text
+    assert "try `batch_size=4`" in text and "waited 12 s · ran 3 min 4 s" in text
+    # While it waits, the card says on what; a first attempt of a recipe without retries shows no attempt count.
+    waiting = CardView(name="x", recipe="sft-tiny", requester="U1", status="queued", condition="Unschedulable: 0/3")
+    assert "*Waiting*: Unschedulable: 0/3" in card_text(waiting) and "attempt" not in card_text(waiting)

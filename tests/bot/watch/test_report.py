@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bot.watch.report import checkpoint_step, final_eval, metrics_text, resume_hint, resumed_text
+from bot.failures.render import resume_hint
+from bot.watch.report import checkpoint_step, final_eval, metrics_text, resumed_text
 from storage.models import Run
 
 

@@ -129,7 +129,7 @@ def test_one_list_request_per_tick_and_refreshes_capped_least_recent_first(
         assert gateway.calls.count("list") == 1
         assert stats.refreshed == MAX_REFRESHES_PER_TICK
         assert gateway.calls.count("metrics") == MAX_REFRESHES_PER_TICK
-        refreshed.append({run_id for run_id, at in watcher._metrics_at.items() if at == clock.now})
+        refreshed.append({run_id for run_id, at in watcher.progress._refreshed_at.items() if at == clock.now})
         clock.now += timedelta(seconds=10)
     # Least recently refreshed first: the first two ticks touch disjoint runs, and three cover all of them.
     assert not refreshed[0] & refreshed[1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -38,12 +39,33 @@ def init_failed(step: str | None, code: int | None) -> Outcome:
 
 
 def finished(code: int | None, *, stopped: bool, tail: Iterable[str]) -> Outcome:
-    """The main container exited: stopped on request, succeeded, or failed with its last log lines."""
+    """The main container exited: stopped on request, succeeded, preempted, or failed with its last log lines.
+
+    A negative code is Popen's "killed by signal N": the job's process was signalled by something outside it
+    (the job's own `exit 137`, or a shell reporting a killed child, is a positive code). With no stop asked,
+    that is this host's stand-in for a preemption or a lost node on a cluster: the kubelet or the node going
+    away kills the pod's processes the same way, and Polyaxon marks the run failed with the reason.
+    """
     if stopped:
         return Outcome(V1Statuses.STOPPED, f"Stopped (exit code {code}).")
     if code == 0:
         return Outcome(V1Statuses.SUCCEEDED, "Exit code 0.")
+    if code is not None and code < 0:
+        name = _signal_name(-code)
+        return Outcome(
+            V1Statuses.FAILED,
+            f"Preempted: the job's process was killed by {name} from outside the job (no stop was asked). "
+            f"Exit code {code}.",
+            reason="Preempted",
+        )
     return Outcome(V1Statuses.FAILED, f"Exit code {code}. Last log lines:\n" + "\n".join(tail))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def executor_failed(exc: Exception) -> Outcome:

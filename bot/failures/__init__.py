@@ -1,0 +1,21 @@
+"""When runs go wrong: why a run waits, why it failed (a class with evidence and a hint), retries within the
+recipe's budget from the newest checkpoint, and who hears about it."""
+
+from bot.failures.classify import TITLES, Condition, Failure, classify, exception_line
+from bot.failures.policy import RetryDecision, attempts_allowed, decide_retry
+from bot.failures.service import WAITING, FailureService, condition_key, notify_channel
+
+__all__ = [
+    "TITLES",
+    "WAITING",
+    "Condition",
+    "Failure",
+    "FailureService",
+    "RetryDecision",
+    "attempts_allowed",
+    "classify",
+    "condition_key",
+    "decide_retry",
+    "exception_line",
+    "notify_channel",
+]

@@ -1,0 +1,122 @@
+"""What the thread, the card and the routed channel say about a run that waits too long or fails. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bot.failures.classify import TITLES, Failure
+from bot.slack.blocks import escape, human_duration
+from storage.models import Run
+
+_BATCH_KEYS = ("per_device_train_batch_size", "micro_batch_size")
+
+
+def hint(failure: Failure, *, params: Mapping[str, Any], presets: Sequence[str], recipe: str) -> str:
+    """One line: what to do about this class of failure, with the run's own numbers where they help."""
+    batch = next((int(params[k]) for k in _BATCH_KEYS if isinstance(params.get(k), int)), None)
+    smaller = f"`batch_size={max(1, batch // 2)}`" if batch and batch > 1 else "a smaller `max_length`"
+    kind = failure.kind
+    if kind == "oom_cuda":
+        return (
+            f"The GPU ran out of memory at batch size {batch or '?'}: try {smaller} (or a shorter `max_length`), "
+            f"or a preset with more GPU memory; `/finetune run recipe={recipe} … --dry-run` shows the estimate."
+        )
+    if kind == "oom_host":
+        return (
+            f"The host's memory ran out (the kernel killed the process): try {smaller}, fewer dataloader workers, "
+            f"or a preset with more RAM than {', '.join(presets) or 'this one'}."
+        )
+    if kind == "preempted":
+        return "The cluster took the node back (spot/preemption): resume from the last checkpoint, nothing to fix."
+    if kind == "node_lost":
+        return "The node (or the agent running the job) went away: resume from the last checkpoint."
+    if kind == "image":
+        return "The image could not be pulled or started: check that the pinned digest exists and the pull secret."
+    if kind == "dependency":
+        return "A package is missing or incompatible in the image: rebuild the trainer image with it, then rerun."
+    if kind == "data":
+        return (
+            "A dataset, model or bucket refused access or was not found: a 401/403 means the connection's "
+            "credentials, a 404 the path or the pinned revision."
+        )
+    if kind == "nan":
+        lr = params.get("learning_rate")
+        lower = f"`lr={float(lr) / 10:g}`" if isinstance(lr, int | float) and lr > 0 else "a lower learning rate"
+        return f"The loss diverged: try {lower}, warmup (`warmup_ratio=0.05`), or bf16 instead of fp16."
+    if kind == "timeout":
+        return "A time limit ended it (the preset's timeout or a collective op): raise the limit or check the workers."
+    if kind == "code":
+        return "The training code raised an exception: fix it and run again (a code error is never retried)."
+    return "No known cause in the last log lines: read the attached log."
+
+
+def failure_record(
+    failure: Failure, *, hint_text: str, retry: str, why: str, next_attempt: int | None = None
+) -> dict[str, Any]:
+    """What the run stores in `Run.failure`."""
+    record: dict[str, Any] = {
+        "kind": failure.kind,
+        "title": TITLES.get(failure.kind, failure.kind),
+        "evidence": failure.evidence,
+        "hint": hint_text,
+        "exit_code": failure.exit_code,
+        "retry": retry,
+        "why": why,
+    }
+    if next_attempt is not None:
+        record["next_attempt"] = next_attempt
+    return record
+
+
+def failed_text(record: Mapping[str, Any], *, attempt_label: str) -> str:
+    """The first lines of the failed transition: the class, its evidence and the hint (the log tail follows)."""
+    return (
+        f":x: *failed*{attempt_label} — *{escape(str(record['title']))}*: `{escape(str(record['evidence']))}`\n"
+        f":bulb: {escape(str(record['hint']))}"
+    )
+
+
+def retry_text(record: Mapping[str, Any]) -> str:
+    """What the thread says about the retry decision."""
+    return f":repeat: {escape(str(record['why']))}"
+
+
+def waiting_text(reason: str | None, message: str | None, status: str) -> str:
+    """A new status condition of a run that has not started: why it waits."""
+    what = f"*{escape(reason)}*" if reason else f"*{escape(status)}*"
+    return f":hourglass: Waiting ({escape(status)}): {what}" + (f" — {escape(message)}" if message else "")
+
+
+def deadline_text(waited_s: float, limit_s: float, origin: str, condition: str | None) -> str:
+    """Why the bot stopped a run that did not start in time."""
+    why = f" Last condition: {escape(condition)}." if condition else ""
+    return (
+        f":alarm_clock: *Not started after {human_duration(waited_s)}* "
+        f"(its start deadline is {human_duration(limit_s)}, "
+        f"from the {escape(origin)}): stopped so it holds no place in the queue.{why} "
+        "Try another preset, or ask the platform team about the queue."
+    )
+
+
+def routed_text(run_name: str, recipe: str, record: Mapping[str, Any], link: str | None) -> str:
+    """The one line a final failure gets in the notify channel (nobody mentioned)."""
+    where = f"<{link}|{run_name}>" if link else f"`{run_name}`"
+    return (
+        f":x: {where} (`{escape(recipe)}`) failed — *{escape(str(record['title']))}*: "
+        f"`{escape(str(record['evidence']))}`"
+    )
+
+
+def resume_hint(run: Run) -> str:
+    """How to go on from a failed or stopped run: resume from its checkpoint, or start again without one."""
+    if run.checkpoint_step is not None:
+        return (
+            f"\nResume from its last checkpoint (step {run.checkpoint_step}) with the card's Resume button or "
+            f"`/finetune resume {run.name}`."
+        )
+    again = "".join(f" {k}={v}" for k, v in sorted(run.overrides.items()))
+    return (
+        f"\nIt saved no complete checkpoint, so it can't be resumed: start again with "
+        f"`/finetune run recipe={run.recipe_name}{again}`."
+    )

@@ -1,0 +1,327 @@
+"""FailureService: why a run waits, why it failed, retrying it within its budget, and who hears about it.
+
+The watcher hands it each failed run (classified from conditions, exit code and log tail; the thread gets the
+class, its evidence and a hint), each run still waiting to start (new status conditions are told once; past its
+start deadline it is stopped), and every tick the failed attempts whose retry is due. A retry is a child run by
+the resume path (the newest complete checkpoint copied in), on the same card, under a name derived from the
+first attempt and the attempt number: the database's unique (first attempt, attempt) and Polyaxon's unique name
+keep the budget whatever crashes or replicas do.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from bot.failures.classify import Condition, classify
+from bot.failures.policy import attempts_allowed, decide_retry
+from bot.failures.render import (
+    deadline_text,
+    failed_text,
+    failure_record,
+    hint,
+    resume_hint,
+    retry_text,
+    routed_text,
+    waiting_text,
+)
+from bot.redact import cap_tail, redact
+from bot.runs import INLINE_LOG_BYTES, RunThread, checkpoint_steps, copy_from_checkpoint, run_name_for
+from bot.runs.deps import RunDeps
+from bot.slack.blocks import escape
+from storage import repos
+from storage.models import Run
+from storage.repos.common import DuplicateError
+
+if TYPE_CHECKING:
+    from bot.polyaxon import RunInfo
+
+log = logging.getLogger(__name__)
+
+FAILED_TAIL_LINES = 400
+WAITING = frozenset(
+    {"created", "compiled", "queued", "scheduled", "starting", "on_schedule", "unschedulable", "warning", "retrying"}
+)
+# Conditions Polyaxon and the local agent write for every run (`OperationServiceInit: Run is created`,
+# `SchedulerPrepare`, the agent's own): its lifecycle, not a reason to wait, not worth a post.
+_ROUTINE_PREFIXES = ("Operation", "Scheduler", "Agent", "Polyaxon", "LocalAgent", "StateManager", "EventHandler")
+PENDING_MESSAGES = {
+    "approval": "Polyaxon holds it until someone approves it there (the operation has isApproved: false)",
+    "upload": "Polyaxon waits for its code or files to be uploaded",
+    "build": "Polyaxon waits for its image build",
+    "cache": "Polyaxon is checking its cache",
+}
+# Statuses that say something holds the run: always told.
+_PROBLEM_TYPES = frozenset({"unschedulable", "warning", "retrying"})
+# How far back the tick looks for failed attempts whose retry is still due (a crash between the two).
+RETRY_WINDOW = timedelta(days=1)
+
+
+class FailureService:
+    """Explains failures, retries what the recipe allows, watches runs that have not started."""
+
+    def __init__(self, deps: RunDeps, thread: RunThread, *, check_every: timedelta = timedelta(seconds=10)) -> None:
+        self.deps = deps
+        self.thread = thread
+        self.check_every = check_every
+        # Runs waiting to start and when their conditions were last read (pruned to the waiting runs each tick).
+        self._checked_at: dict[int, datetime] = {}
+
+    # --- a failed attempt -----------------------------------------------------------------------------
+
+    def report_failed(self, run: Run, info: RunInfo) -> tuple[str, dict[str, Any], tuple[bytes, int] | None]:
+        """The failed transition's text, the failure record to store with it, and the full tail to attach."""
+        tail = self.deps.gateway.tail_logs(run.polyaxon_uuid or "", lines=FAILED_TAIL_LINES)
+        lines = [redact(line.value, extra_secrets=self.deps.secrets) for line in tail.lines]
+        conditions = [Condition(c.type, c.reason, c.message) for c in info.conditions]
+        failure = classify(conditions, lines)
+        step = max(checkpoint_steps(info.outputs), default=run.checkpoint_step)
+        decision = decide_retry(run.policy, failure.kind, attempt=run.attempt, checkpoint_step=step)
+        record = failure_record(
+            failure,
+            hint_text=hint(failure, params=run.params, presets=run.presets, recipe=run.recipe_name),
+            retry=decision.retry,
+            why=decision.why,
+            next_attempt=decision.next_attempt,
+        )
+        if step is not None:
+            record["checkpoint_step"] = step
+        inline, left = cap_tail(lines, max_bytes=INLINE_LOG_BYTES)
+        text = failed_text(record, attempt_label=self.attempt_label(run))
+        text += f"\nLast log lines:\n```{inline or '(no log lines)'}```"
+        upload = None
+        if left:
+            upload = ("\n".join(lines).encode(), len(lines))
+            text += f"\n{left} earlier lines are in the attached file."
+        if decision.retry == "due":
+            text += "\n" + retry_text(record)
+        else:
+            text += "\n" + retry_text(record) + resume_hint(run) + "\n" + self.mention(run)
+        return text, record, upload
+
+    def after_failed(self, run: Run) -> int:
+        """Start the retry a failed attempt is due (now: the next tick would too), or tell the routed channel."""
+        failure = run.failure or {}
+        if failure.get("retry") == "due":
+            return 1 if self._start_retry(run) else 0
+        self._route(run)
+        return 0
+
+    def retry_due(self, now: datetime) -> tuple[int, list[str]]:
+        """Failed attempts whose retry was decided but not started (a crash, Polyaxon down): start them."""
+        from bot.polyaxon import GatewayError
+
+        started, errors = 0, []
+        with self.deps.sessions() as s:
+            failed = repos.failed_runs_since(s, since=now - RETRY_WINDOW)
+        for run in failed:
+            if (run.failure or {}).get("retry") != "due":
+                continue
+            try:
+                started += int(self._start_retry(run))
+            except GatewayError as exc:
+                log.warning("retry of %s: %s", run.name, exc)
+                errors.append(f"retry of {run.name}: {exc}")
+        return started, errors
+
+    def _start_retry(self, run: Run) -> bool:
+        """Attempt N+1 of `run`: a copy from its newest complete checkpoint, on the same card. Idempotent."""
+        failure = dict(run.failure or {})
+        attempt = int(failure.get("next_attempt") or run.attempt + 1)
+        first_id = run.first_attempt_id or run.id
+        step = failure.get("checkpoint_step")
+        name = run_name_for(run.recipe_name, f"retry:{first_id}:{attempt}")
+        total = attempts_allowed(run.policy)
+        # Polyaxon first: a crash after this leaves a run of that name, which the next try finds and records.
+        info = copy_from_checkpoint(
+            self.deps.gateway,
+            run.polyaxon_uuid or "",
+            name=name,
+            step=step if isinstance(step, int) else None,
+            patch={},
+            tags=[f"recipe:{run.recipe_name}", f"attempt:{attempt}", *[f"preset:{p}" for p in run.presets]],
+            description=f"attempt {attempt}/{total} of {run.name} ({failure.get('kind')})",
+        )
+        params = dict(run.params)
+        if isinstance(step, int):
+            params["resume_from"] = f"checkpoint-{step}"
+        try:
+            with self.deps.sessions() as s:
+                child = repos.create_run(
+                    s,
+                    name=name,
+                    polyaxon_uuid=info.uuid,
+                    recipe_name=run.recipe_name,
+                    recipe_hash=run.recipe_hash,
+                    component=run.component,
+                    params=params,
+                    overrides=run.overrides,
+                    presets=run.presets,
+                    pins=run.pins,
+                    comparable=run.comparable,
+                    eval_contract=run.eval_contract,
+                    eval_contract_hash=run.eval_contract_hash,
+                    requester=run.requester,
+                    channel=run.channel,
+                    card_ts=run.card_ts,
+                    thread_ts=run.thread_ts,
+                    status="submitting",
+                    parent_run_id=run.id,
+                    validation=run.validation,
+                    policy=run.policy,
+                    attempt=attempt,
+                    first_attempt_id=first_id,
+                )
+                parent = repos.get_run(s, run_id=run.id or 0)
+                if parent is not None:
+                    repos.update_run(s, parent, failure={**failure, "retry": "started", "retried_as": name})
+                repos.add_audit(
+                    s,
+                    user="finetune-bot",
+                    channel=run.channel,
+                    command=f"retry {run.name} as attempt {attempt}/{total}",
+                    outcome="ok",
+                    run_id=child.id,
+                )
+        except DuplicateError:
+            # Another replica (or an earlier try of this one) started this attempt: the budget holds.
+            with self.deps.sessions() as s:
+                parent = repos.get_run(s, run_id=run.id or 0)
+                if parent is not None and (parent.failure or {}).get("retry") == "due":
+                    repos.update_run(s, parent, failure={**failure, "retry": "started", "retried_as": name})
+            return False
+        self.thread.transition(
+            child,
+            status=info.status or "created",
+            message=f"attempt {attempt}/{total}, copy of {run.polyaxon_uuid}",
+            text=f":repeat: Attempt {attempt}/{total} submitted as `{name}` (Polyaxon `{info.uuid}`)"
+            + (f", loading `checkpoint-{step}`." if isinstance(step, int) else ", from the beginning."),
+        )
+        return True
+
+    def _route(self, run: Run) -> None:
+        """Tell a final failure in the recipe's (or FINETUNE_NOTIFY's) channel, once, mentioning nobody."""
+        channel = notify_channel(self.deps.settings.finetune.notify_routes, run.recipe_name, run.policy)
+        if channel is None or channel == run.channel or run.failure is None:
+            return
+        with self.deps.sessions() as s:
+            if repos.find_posted_message(s, run_id=run.id or 0, purpose="failure_routed") is not None:
+                return
+        link = self.thread.permalink(run.channel, run.card_ts)
+        resp = self.deps.client.chat_postMessage(
+            channel=channel, text=routed_text(run.name, run.recipe_name, run.failure, link)
+        )
+        with self.deps.sessions() as s:
+            repos.record_posted_message(s, channel=channel, ts=str(resp["ts"]), purpose="failure_routed", run_id=run.id)
+
+    # --- a run that has not started --------------------------------------------------------------------
+
+    def watch_waiting(self, runs: Sequence[Run], now: datetime) -> int:
+        """New status conditions of waiting runs told once; runs past their start deadline stopped. Requests."""
+        waiting = {run.id or 0: run for run in runs if run.status in WAITING and run.started_at is None}
+        for key in list(self._checked_at):
+            if key not in waiting:
+                del self._checked_at[key]
+        requests = 0
+        for key, run in waiting.items():
+            last = self._checked_at.get(key)
+            if last is not None and now - last < self.check_every:
+                continue
+            self._checked_at[key] = now
+            info = self.deps.gateway.get_run(run.polyaxon_uuid or "", with_conditions=True)
+            requests += 2
+            run = self._tell_condition(run, info)
+            requests += self._enforce_deadline(run, info, now)
+        return requests
+
+    def _tell_condition(self, run: Run, info: RunInfo) -> Run:
+        told = [(c.reason, c.message) for c in info.conditions if informative(c.type, c.reason, c.message)]
+        if info.pending:
+            # Polyaxon holds it before any queue: the newest reason to wait.
+            told.append((f"Pending {info.pending}", PENDING_MESSAGES.get(info.pending, "held by Polyaxon")))
+        if not told:
+            return run
+        reason, message = told[-1]
+        key = condition_key(reason, message)
+        if key == run.condition:
+            return run
+        with self.deps.sessions() as s:
+            fresh = repos.get_run(s, run_id=run.id or 0)
+            if fresh is None or fresh.condition == key:
+                return fresh or run
+            fresh = repos.update_run(s, fresh, condition=key)
+        message = redact(message or "", extra_secrets=self.deps.secrets) or None
+        self.thread.post_thread(fresh, waiting_text(reason, message, info.status), purpose="condition")
+        self.thread.update_card(fresh, force=True)
+        return fresh
+
+    def _enforce_deadline(self, run: Run, info: RunInfo, now: datetime) -> int:
+        limit = (run.policy or {}).get("max_pending_s")
+        if not limit or info.started_at is not None or info.is_done or run.failure is not None:
+            return 0
+        waited = (now - run.created_at).total_seconds()
+        if waited < float(limit):
+            return 0
+        origin = str((run.policy or {}).get("max_pending_from") or "recipe")
+        record = {
+            "kind": "start_deadline",
+            "title": "Did not start in time",
+            "evidence": f"still {info.status} after {waited:.0f} s (start deadline {float(limit):g} s, {origin})",
+            "hint": "Try another preset, or ask the platform team why the queue holds it.",
+            "retry": "no",
+            "why": "Not retried: it never started.",
+        }
+        with self.deps.sessions() as s:
+            fresh = repos.get_run(s, run_id=run.id or 0)
+            if fresh is None or fresh.failure is not None:
+                return 0
+            fresh = repos.update_run(s, fresh, failure=record)
+        self.deps.gateway.stop(run.polyaxon_uuid or "")
+        self.thread.post_thread(
+            fresh, deadline_text(waited, float(limit), origin, fresh.condition), purpose="start_deadline"
+        )
+        return 1
+
+    # --- helpers ---------------------------------------------------------------------------------------
+
+    @staticmethod
+    def mention(run: Run) -> str:
+        """The requester, @-mentioned (the only person a run's thread ever mentions)."""
+        return f"<@{run.requester}>"
+
+    @staticmethod
+    def attempt_label(run: Run) -> str:
+        """` (attempt 2/3)` for a run whose recipe retries; empty otherwise."""
+        total = attempts_allowed(run.policy)
+        return f" (attempt {run.attempt}/{total})" if total > 1 else ""
+
+    @staticmethod
+    def stopped_text(run: Run) -> str:
+        """The stopped transition: why the bot stopped it when it did, and who is told."""
+        failure = run.failure or {}
+        why = f" — {escape(str(failure.get('title')))}" if failure.get("kind") == "start_deadline" else ""
+        return f":octagonal_sign: *stopped*{why}" + resume_hint(run) + "\n" + FailureService.mention(run)
+
+
+def informative(kind: str, reason: str | None, message: str | None) -> bool:
+    """Whether a status condition says why a run waits (a scheduling problem, a pull back-off), not routine."""
+    if kind in _PROBLEM_TYPES:
+        return bool(reason or message)
+    return bool(reason) and not str(reason).startswith(_ROUTINE_PREFIXES)
+
+
+def condition_key(reason: str | None, message: str | None) -> str:
+    """What identifies a told condition (the same one is not told twice)."""
+    return f"{reason or ''}: {message or ''}"[:512]
+
+
+def notify_channel(routes: Sequence[tuple[str, str]], recipe: str, policy: dict[str, Any] | None) -> str | None:
+    """The channel a recipe's final failures are also told in: the recipe's `notify:`, else FINETUNE_NOTIFY's
+    first matching glob; None when neither says."""
+    own = (policy or {}).get("notify")
+    if own:
+        return str(own)
+    return next((channel for pattern, channel in routes if fnmatch.fnmatchcase(recipe, pattern)), None)
