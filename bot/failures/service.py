@@ -29,7 +29,14 @@ from bot.failures.render import (
     waiting_text,
 )
 from bot.redact import cap_tail, redact
-from bot.runs import INLINE_LOG_BYTES, RunThread, checkpoint_steps, copy_from_checkpoint, run_name_for
+from bot.runs import (
+    INLINE_LOG_BYTES,
+    RunThread,
+    checkpoint_steps,
+    copy_from_checkpoint,
+    inherited_fields,
+    run_name_for,
+)
 from bot.runs.deps import RunDeps
 from bot.slack.blocks import escape
 from storage import repos
@@ -152,24 +159,18 @@ class FailureService:
             with self.deps.sessions() as s:
                 child = repos.create_run(
                     s,
+                    **inherited_fields(run),
                     name=name,
                     polyaxon_uuid=info.uuid,
-                    recipe_name=run.recipe_name,
                     recipe_hash=run.recipe_hash,
-                    component=run.component,
                     params=params,
                     overrides=run.overrides,
-                    presets=run.presets,
-                    pins=run.pins,
-                    comparable=run.comparable,
-                    eval_contract=run.eval_contract,
-                    eval_contract_hash=run.eval_contract_hash,
                     requester=run.requester,
                     channel=run.channel,
+                    status="submitting",
+                    # The same card and thread, the same rules: an attempt is the run going on.
                     card_ts=run.card_ts,
                     thread_ts=run.thread_ts,
-                    status="submitting",
-                    parent_run_id=run.id,
                     validation=run.validation,
                     policy=run.policy,
                     attempt=attempt,

@@ -4,7 +4,7 @@ from bot.runs.control import INLINE_LOG_BYTES, TERMINAL
 from bot.runs.errors import Reply, RunError
 from bot.runs.evals import contract_differences, primary_metric
 from bot.runs.lookup import find_run
-from bot.runs.resume import checkpoint_steps, copy_from_checkpoint, resume_diff
+from bot.runs.resume import checkpoint_steps, copy_from_checkpoint, inherited_fields, resume_diff
 from bot.runs.service import RunService
 from bot.runs.submit import run_name_for
 from bot.runs.thread import TRANSITION_EVENT, RunThread, transition_metadata
@@ -21,6 +21,7 @@ __all__ = [
     "contract_differences",
     "copy_from_checkpoint",
     "find_run",
+    "inherited_fields",
     "primary_metric",
     "resume_diff",
     "run_name_for",

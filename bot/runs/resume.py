@@ -79,21 +79,14 @@ class Resumer:
                 return Reply(text=f"Run `{name}` is already submitted.")
             child = repos.create_run(
                 s,
+                **inherited_fields(parent),
                 name=name,
-                recipe_name=parent.recipe_name,
                 recipe_hash=plan.recipe_hash,
-                component=parent.component,
                 params={**parent.params, **patch},
                 overrides=overrides,
-                presets=parent.presets,
-                pins=parent.pins,
-                comparable=parent.comparable,
-                eval_contract=parent.eval_contract,
-                eval_contract_hash=parent.eval_contract_hash,
                 requester=user,
                 channel=channel,
                 status="submitting",
-                parent_run_id=parent.id,
             )
             repos.add_audit(
                 s,
@@ -142,6 +135,21 @@ class Resumer:
             purpose="resume",
         )
         return Reply(text=f"Resuming `{parent.name}` as `{name}`.")
+
+
+def inherited_fields(parent: Run) -> dict[str, Any]:
+    """What a child run (a resume, an automatic retry) keeps of its parent: recipe, component, presets, pins and
+    eval contract, and the link to it."""
+    return {
+        "recipe_name": parent.recipe_name,
+        "component": parent.component,
+        "presets": parent.presets,
+        "pins": parent.pins,
+        "comparable": parent.comparable,
+        "eval_contract": parent.eval_contract,
+        "eval_contract_hash": parent.eval_contract_hash,
+        "parent_run_id": parent.id,
+    }
 
 
 def copy_from_checkpoint(
