@@ -49,8 +49,8 @@ def _ts(*, nullable: bool = True, index: bool = False) -> Any:
     return Field(default=None, sa_column=sa.Column(UTCDateTime(), nullable=nullable, index=index))
 
 
-def _created() -> Any:
-    return Field(default_factory=utcnow, sa_column=sa.Column(UTCDateTime(), nullable=False))
+def _created(*, index: bool = False) -> Any:
+    return Field(default_factory=utcnow, sa_column=sa.Column(UTCDateTime(), nullable=False, index=index))
 
 
 def _json(default: Any) -> Any:

@@ -76,7 +76,8 @@ class Run(SQLModel, table=True):
     failure: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON(), nullable=True))
     # The last Polyaxon status condition told while it waited ("reason: message"): the same one is not told twice.
     condition: str | None = Field(default=None, max_length=512)
-    created_at: datetime = _created()
+    # Digests and `status` ask for runs created in a period.
+    created_at: datetime = _created(index=True)
     updated_at: datetime = _created()
     started_at: datetime | None = _ts()
     finished_at: datetime | None = _ts(index=True)
@@ -164,7 +165,8 @@ class Delivery(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     key: str = Field(max_length=128, unique=True)
     kind: str = Field(max_length=32, description="event, command, action")
-    received_at: datetime = _created()
+    # The retention job deletes finished deliveries past Slack's retry window by this.
+    received_at: datetime = _created(index=True)
     state: str = Field(
         default="received",
         max_length=16,

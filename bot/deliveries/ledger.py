@@ -30,6 +30,9 @@ SECRET_FIELDS = frozenset({"token"})  # Slack's (legacy) verification token, in 
 RECOVERY_GRACE = timedelta(seconds=5)
 # After this many attempts a delivery is given up (and said so in the log): its work keeps failing.
 MAX_ATTEMPTS = 3
+# Finished deliveries are kept this long (Slack retries within minutes), and purged at most this often.
+RETENTION = timedelta(days=1)
+PURGE_EVERY = timedelta(minutes=10)
 
 
 def strip_secrets(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -53,6 +56,7 @@ class DeliveryLedger:
         self.clock = clock
         self.holder = holder
         self.ttl = ttl
+        self._purged_at: datetime | None = None
 
     def admit(self, body: Mapping[str, Any]) -> bool:
         """Record the delivery (before it is acked); False when it was seen before (a retry: ack, do nothing)."""
@@ -78,6 +82,20 @@ class DeliveryLedger:
         if found is not None:
             with self.sessions() as s:
                 repos.forget_delivery(s, key=found[1])
+
+    def purge(self, *, older_than: timedelta = RETENTION) -> int:
+        """Delete finished deliveries older than Slack's retry window (at most every PURGE_EVERY per process);
+        how many went. Slack retries a delivery within minutes: a day is plenty to tell a retry."""
+        now = self.clock()
+        if self._purged_at is not None and now - self._purged_at < PURGE_EVERY:
+            return 0
+        self._purged_at = now
+        try:
+            with self.sessions() as s:
+                return repos.purge_deliveries(s, received_before=now - older_than)
+        except SQLAlchemyError as exc:
+            log.warning("deliveries: could not purge old deliveries (retried later): %s", exc)
+            return 0
 
     def heartbeat(self) -> bool:
         """Renew this process's lease: its unfinished deliveries are its own while it lives."""

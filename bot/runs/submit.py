@@ -235,12 +235,7 @@ class Submitter:
         how many went through."""
         stale = self.deps.clock() - STALE_SUBMISSION
         with self.deps.sessions() as s:
-            pending = [
-                r
-                for r in repos.list_active_runs(s)
-                if r.status == "pending_submit"
-                or (r.status == "submitting" and r.polyaxon_uuid is None and r.updated_at < stale)
-            ]
+            pending = repos.pending_submissions(s, stale_before=stale)
         done = 0
         for run in pending:
             op = run.pending_operation

@@ -25,6 +25,7 @@ from storage.models import Run
 log = logging.getLogger(__name__)
 
 CARD_UPDATE_MIN_INTERVAL_S = 3.0  # Slack allows about one chat.update per second per channel; stay well under
+CARD_THROTTLE_KEEP = 1000  # cards remembered by the edit throttle before the old entries are dropped
 
 # What Slack answers when the card (or its thread) is gone: deleted, or a bot restarted against another workspace.
 GONE_ERRORS = frozenset({"message_not_found", "thread_not_found"})
@@ -126,7 +127,13 @@ class RunThread:
             last = self._card_updated.get(key, 0.0)
             if not force and time.monotonic() - last < CARD_UPDATE_MIN_INTERVAL_S:
                 return False
-            self._card_updated[key] = time.monotonic()
+            now = time.monotonic()
+            self._card_updated[key] = now
+            if len(self._card_updated) > CARD_THROTTLE_KEEP:
+                # The throttle only needs the last few seconds: forget older edits, or this grows with every run.
+                self._card_updated = {
+                    k: at for k, at in self._card_updated.items() if now - at < CARD_UPDATE_MIN_INTERVAL_S
+                }
         text, blocks = self.render(run)
         try:
             self.deps.client.chat_update(channel=run.channel, ts=card_ts, text=text, blocks=blocks)

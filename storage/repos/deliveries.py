@@ -88,3 +88,19 @@ def forget_delivery(session: Session, *, key: str) -> None:
     table = Delivery.__table__  # type: ignore[attr-defined]
     session.execute(sa.delete(table).where(table.c.key == key, table.c.state == "received"))
     session.commit()
+
+
+def purge_deliveries(session: Session, *, received_before: datetime, limit: int = 5000) -> int:
+    """Delete finished deliveries received before `received_before` (past Slack's retry window), at most `limit`
+    at a time so one call never holds the table long; how many went. Unfinished ones are work: they stay."""
+    table = Delivery.__table__  # type: ignore[attr-defined]
+    ids = (
+        sa.select(table.c.id)
+        .where(table.c.state == "done", table.c.received_at < received_before)
+        .order_by(table.c.id)
+        .limit(limit)
+        .scalar_subquery()
+    )
+    result = session.execute(sa.delete(table).where(table.c.id.in_(ids)))
+    session.commit()
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]

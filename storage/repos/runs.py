@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, update
 from sqlalchemy import select as sql_select
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, or_, select
+from sqlmodel import Session, and_, col, or_, select
 
 from storage.models import Run, StatusEvent, utcnow
 from storage.repos.common import DuplicateError
@@ -66,8 +66,10 @@ def find_runs(session: Session, *, ref: str) -> Sequence[Run]:
     """Runs matching a user's reference: full uuid, its first 8 characters, or a run name."""
     ref = ref.strip()
     conditions: list[ColumnElement[bool]] = [col(Run.name) == ref, col(Run.polyaxon_uuid) == ref]
-    if len(ref) == 8:
-        conditions.append(col(Run.polyaxon_uuid).startswith(ref))
+    if len(ref) == 8 and ref.isalnum():
+        # A prefix as a range on the unique index of uuids (LIKE 'abc%' scans on PostgreSQL's default collation).
+        upper = ref[:-1] + chr(ord(ref[-1]) + 1)
+        conditions.append(and_(col(Run.polyaxon_uuid) >= ref, col(Run.polyaxon_uuid) < upper))
     return session.exec(select(Run).where(or_(*conditions)).order_by(col(Run.id))).all()
 
 
@@ -183,3 +185,19 @@ def newest_attempt_on_card(session: Session, *, channel: str, card_ts: str) -> R
     """The newest run shown on a card: the latest attempt of a retried run (each attempt edits the first's card)."""
     stmt = select(Run).where(Run.channel == channel, Run.card_ts == card_ts).order_by(col(Run.id).desc()).limit(1)
     return session.exec(stmt).first()
+
+
+def pending_submissions(session: Session, *, stale_before: datetime) -> Sequence[Run]:
+    """Runs waiting for Polyaxon: `pending_submit` (it was unreachable), or `submitting` with no uuid since before
+    `stale_before` (the process died in the middle), oldest first."""
+    stmt = select(Run).where(
+        or_(
+            col(Run.status) == "pending_submit",
+            and_(
+                col(Run.status) == "submitting",
+                col(Run.polyaxon_uuid).is_(None),
+                col(Run.updated_at) < stale_before,
+            ),
+        )
+    )
+    return session.exec(stmt.order_by(col(Run.id))).all()

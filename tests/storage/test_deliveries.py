@@ -9,7 +9,7 @@ from sqlmodel import select
 
 from storage.db import SessionFactory
 from storage.models import Delivery
-from storage.repos import record_delivery
+from storage.repos import admit_delivery, finish_delivery, purge_deliveries, record_delivery
 
 
 def test_second_delivery_is_a_duplicate(sessions: SessionFactory) -> None:
@@ -49,3 +49,23 @@ def test_concurrent_writers_of_one_key_get_exactly_one_row(sessions: SessionFact
         assert sorted(outcomes) == [False] * (writers - 1) + [True], key
     with sessions() as s:
         assert s.exec(select(func.count()).select_from(Delivery)).one() == keys
+
+
+def test_purge_deletes_finished_deliveries_past_the_window_and_keeps_unfinished_work(sessions: SessionFactory) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime.now(UTC)
+    old = now - timedelta(days=2)
+    with sessions() as s:
+        for key in ("old-done-1", "old-done-2", "old-unfinished"):
+            admit_delivery(s, key=key, kind="command", payload={"k": key}, holder="h", now=old)
+        admit_delivery(s, key="new-done", kind="command", payload={}, holder="h", now=now)
+        for key in ("old-done-1", "old-done-2", "new-done"):
+            finish_delivery(s, key=key, now=now)
+    with sessions() as s:
+        assert purge_deliveries(s, received_before=now - timedelta(days=1), limit=1) == 1
+        assert purge_deliveries(s, received_before=now - timedelta(days=1)) == 1
+        assert purge_deliveries(s, received_before=now - timedelta(days=1)) == 0
+        keys = sorted(d.key for d in s.exec(select(Delivery)).all())
+    assert keys == ["new-done", "old-unfinished"]
+    # A retry of a purged key would be new again; past Slack's retry window none comes.

@@ -51,6 +51,25 @@ def test_find_runs_by_uuid_short_uuid_and_name(sessions: SessionFactory) -> None
         assert [r.name for r in repos.find_runs(s, ref="0123456789abcdef0123456789abcdef")] == ["sft-tiny-a1b2c3"]
         assert [r.name for r in repos.find_runs(s, ref="other")] == ["other"]
         assert repos.find_runs(s, ref="0123") == []
+        # The prefix is a range on the uuid index: its bounds are exact, a neighbour's uuid is not matched.
+        _run(s, name="neighbour", polyaxon_uuid="01234568" + "0" * 24)
+        assert [r.name for r in repos.find_runs(s, ref="01234567")] == ["sft-tiny-a1b2c3"]
+        assert [r.name for r in repos.find_runs(s, ref="0123456f")] == []
+        assert [r.name for r in repos.find_runs(s, ref="01234568")] == ["neighbour"]
+
+
+def test_pending_submissions_are_queried_not_filtered(sessions: SessionFactory) -> None:
+    now = datetime.now(UTC)
+    with sessions() as s:
+        _run(s, name="waiting", polyaxon_uuid=None, status="pending_submit")
+        stale = _run(s, name="died", polyaxon_uuid=None, status="submitting")
+        _run(s, name="fresh", polyaxon_uuid=None, status="submitting")
+        _run(s, name="submitted", status="submitting")
+        stale.updated_at = now - timedelta(minutes=10)
+        s.add(stale)
+    with sessions() as s:
+        found = repos.pending_submissions(s, stale_before=now - timedelta(minutes=2))
+        assert [r.name for r in found] == ["waiting", "died"]
 
 
 def test_status_transitions_are_recorded_once(sessions: SessionFactory) -> None:

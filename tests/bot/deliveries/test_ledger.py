@@ -94,3 +94,16 @@ def test_deliveries_without_work_are_not_tracked() -> None:
     assert strip_secrets({"token": "t", "payload": {"token": "t", "a": [{"token": "t", "b": 1}]}}) == {
         "payload": {"a": [{"b": 1}]}
     }
+
+
+def test_finished_deliveries_are_purged_after_a_day_at_most_every_few_minutes(sessions: SessionFactory) -> None:
+    clock = Clock()
+    one = ledger(sessions, clock, "h1")
+    assert one.admit(COMMAND)
+    one.finish(COMMAND)
+    clock.now += timedelta(days=1) - timedelta(minutes=5)
+    assert one.purge() == 0  # younger than a day: it still dedupes Slack's retries
+    clock.now += timedelta(minutes=6)
+    assert one.purge() == 0 and len(rows(sessions)) == 1  # old enough, but purged at most every 10 min per process
+    clock.now += timedelta(minutes=5)
+    assert one.purge() == 1 and rows(sessions) == []
