@@ -39,6 +39,7 @@ def main() -> None:
 
     from bot.catalog import Catalog
     from bot.local.polyaxon import LocalPolyaxonStack
+    from bot.local.polyaxon.proxy import CountingProxy
     from bot.local.slack import SlackStandIn
     from bot.metrics import BotMetrics
     from bot.polyaxon import PolyaxonGateway
@@ -49,7 +50,6 @@ def main() -> None:
     from storage import repos
     from storage.db import SessionFactory, make_engine
     from storage.migrate import upgrade
-    from tests.fixtures.polyaxon import CountingProxy
 
     with tempfile.TemporaryDirectory(prefix="bench-watcher-") as tmp:
         stack = LocalPolyaxonStack(Path(tmp) / "store", workdir=REPO)

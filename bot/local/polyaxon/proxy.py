@@ -1,0 +1,67 @@
+"""A counting reverse proxy in front of the local Polyaxon server: what the benches and the outage tests put
+between the bot and Polyaxon to count its requests, or to make Polyaxon look down (503) while it is not."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class CountingProxy:
+    """A real HTTP reverse proxy on 127.0.0.1 that counts the requests it forwards."""
+
+    def __init__(self, target_host: str) -> None:
+        self.target = target_host.removeprefix("http://")
+        self.requests: list[tuple[str, str]] = []
+        # While set, every request gets a 503, as from a Polyaxon behind a load balancer that is down.
+        self.down = False
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _forward(self) -> None:
+                proxy.requests.append((self.command, self.path))
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                if proxy.down:
+                    self.send_response(503, "Service Unavailable")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                upstream = http.client.HTTPConnection(proxy.target, timeout=30)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in {"host", "connection"}}
+                upstream.request(self.command, self.path, body=body, headers=headers)
+                response = upstream.getresponse()
+                payload = response.read()
+                self.send_response(response.status, response.reason)
+                for key, value in response.getheaders():
+                    if key.lower() not in {"transfer-encoding", "connection", "content-length"}:
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+                upstream.close()
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _forward
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def host(self) -> str:
+        """The proxy's base URL."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> CountingProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
