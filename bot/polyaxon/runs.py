@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from bot.polyaxon.base import GatewayBase, _utc
 from bot.polyaxon.types import DONE_STATUSES, GatewayError, RunInfo, StatusCondition
 
 _ACTIVE_LIMIT = 1000
+# 100,000 active runs at most are listed in one tick (the rest look ended and are read one by one).
+_MAX_ACTIVE_PAGES = 100
 
 
 class RunsApi(GatewayBase):
@@ -96,16 +99,32 @@ class RunsApi(GatewayBase):
             ]
         return info
 
-    def list_active_runs(self) -> list[RunInfo]:
-        """All runs of the project that are not done, in ONE request (what the watcher polls)."""
+    def list_active_runs(self, *, page_size: int = _ACTIVE_LIMIT) -> list[RunInfo]:
+        """All runs of the project that are not done (what the watcher polls): one request per `page_size` runs.
+
+        Pages go oldest first, so a run submitted meanwhile lands on a later page instead of shifting the rest; a
+        run that ends between two pages may shift one run past a page boundary, which then looks as if it left
+        the list and is read on its own (its state is right either way).
+        """
         query = "status:~" + "|".join(sorted(DONE_STATUSES))
-        response = self._read(
-            f"list the active runs of {self.owner}/{self.project}",
-            lambda: self._client.runs_v1.list_runs(
-                self.owner, self.project, query=query, sort="-created_at", limit=_ACTIVE_LIMIT
-            ),
-        )
-        return [self._run_from_api(r) for r in (response.results or [])]
+        runs: dict[str, RunInfo] = {}
+
+        def page_at(offset: int) -> Any:
+            return self._client.runs_v1.list_runs(
+                self.owner, self.project, query=query, sort="created_at", limit=page_size, offset=offset
+            )
+
+        for page in range(_MAX_ACTIVE_PAGES):
+            response = self._read(
+                f"list the active runs of {self.owner}/{self.project}", partial(page_at, page * page_size)
+            )
+            results = list(response.results or [])
+            for raw in results:
+                info = self._run_from_api(raw)
+                runs[info.uuid] = info
+            if len(results) < page_size:
+                break
+        return list(runs.values())
 
     def list_runs(self, *, limit: int = 50, query: str | None = None) -> list[RunInfo]:
         """The newest runs of the project (optionally filtered by a Polyaxon query), one request."""

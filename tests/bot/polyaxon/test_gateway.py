@@ -170,7 +170,7 @@ print("found", open(os.path.join(outputs, "result.txt")).read(), flush=True)
     assert done.original_uuid == tracked_run
 
 
-def test_list_active_runs_is_one_request_whatever_the_number_of_runs(
+def test_list_active_runs_is_one_request_per_page_and_sees_every_run(
     gateway: PolyaxonGateway, polyaxon_stack: LocalPolyaxonStack
 ) -> None:
     uuids = [
@@ -183,6 +183,11 @@ def test_list_active_runs_is_one_request_whatever_the_number_of_runs(
             active = counted.list_active_runs()
             assert len(proxy.requests) == 1, proxy.requests
             assert proxy.requests[0][0] == "GET"
+            # Past a page, the next page: every active run is seen (none beyond a limit looks ended).
+            proxy.requests.clear()
+            paged = counted.list_active_runs(page_size=2)
+            assert {run.uuid for run in paged} == {run.uuid for run in active}
+            assert len(proxy.requests) == len(active) // 2 + 1, proxy.requests
             counted.close()
         assert set(uuids) <= {run.uuid for run in active}
         assert all(not run.is_done for run in active)
