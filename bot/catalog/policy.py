@@ -8,7 +8,7 @@ shortest start deadline wins: the platform team's preset bounds how long a queue
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -65,6 +65,12 @@ class RetrySpec(BaseModel):
             if kind not in RETRYABLE:
                 raise ValueError(f"{kind!r} is not a failure class that can be retried: {', '.join(RETRYABLE)}")
         return sorted(set(v), key=v.index)
+
+
+def attempts_allowed(policy: Mapping[str, Any] | None) -> int:
+    """How many attempts a run's stored policy allows in all (1 without `retry:`)."""
+    retry = (policy or {}).get("retry") or {}
+    return 1 + int(retry.get("max") or 0)
 
 
 def run_policy(

@@ -44,6 +44,7 @@ TITLES = {
     "nan": "Diverged (NaN)",
     "timeout": "Timed out",
     "code": "Code error",
+    "start_deadline": "Did not start in time",
     "unknown": "Failed",
 }
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.catalog.policy import NEVER_RETRIED
+from bot.catalog.policy import NEVER_RETRIED, attempts_allowed
 from bot.failures.classify import TITLES
 
 
@@ -17,12 +17,6 @@ class RetryDecision:
     retry: str
     why: str
     next_attempt: int | None = None
-
-
-def attempts_allowed(policy: Mapping[str, Any] | None) -> int:
-    """How many attempts the run's policy allows in all (1 without `retry:`)."""
-    retry = (policy or {}).get("retry") or {}
-    return 1 + int(retry.get("max") or 0)
 
 
 def decide_retry(

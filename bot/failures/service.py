@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from bot.failures.classify import Condition, classify
+from bot.failures.classify import Condition, Failure, classify
 from bot.failures.policy import attempts_allowed, decide_retry
 from bot.failures.render import (
     deadline_text,
@@ -35,6 +35,7 @@ from bot.runs import (
     checkpoint_steps,
     copy_from_checkpoint,
     inherited_fields,
+    resume_patch,
     run_name_for,
 )
 from bot.runs.deps import RunDeps
@@ -136,10 +137,11 @@ class FailureService:
 
     def _start_retry(self, run: Run) -> bool:
         """Attempt N+1 of `run`: a copy from its newest complete checkpoint, on the same card. Idempotent."""
-        failure = dict(run.failure or {})
+        failure = run.failure or {}
         attempt = int(failure.get("next_attempt") or run.attempt + 1)
         first_id = run.first_attempt_id or run.id
         step = failure.get("checkpoint_step")
+        checkpoint = step if isinstance(step, int) else None
         name = run_name_for(run.recipe_name, f"retry:{first_id}:{attempt}")
         total = attempts_allowed(run.policy)
         # Polyaxon first: a crash after this leaves a run of that name, which the next try finds and records.
@@ -147,14 +149,11 @@ class FailureService:
             self.deps.gateway,
             run.polyaxon_uuid or "",
             name=name,
-            step=step if isinstance(step, int) else None,
+            step=checkpoint,
             patch={},
             tags=[f"recipe:{run.recipe_name}", f"attempt:{attempt}", *[f"preset:{p}" for p in run.presets]],
             description=f"attempt {attempt}/{total} of {run.name} ({failure.get('kind')})",
         )
-        params = dict(run.params)
-        if isinstance(step, int):
-            params["resume_from"] = f"checkpoint-{step}"
         try:
             with self.deps.sessions() as s:
                 child = repos.create_run(
@@ -163,7 +162,7 @@ class FailureService:
                     name=name,
                     polyaxon_uuid=info.uuid,
                     recipe_hash=run.recipe_hash,
-                    params=params,
+                    params={**run.params, **resume_patch(checkpoint)},
                     overrides=run.overrides,
                     requester=run.requester,
                     channel=run.channel,
@@ -176,9 +175,7 @@ class FailureService:
                     attempt=attempt,
                     first_attempt_id=first_id,
                 )
-                parent = repos.get_run(s, run_id=run.id or 0)
-                if parent is not None:
-                    repos.update_run(s, parent, failure={**failure, "retry": "started", "retried_as": name})
+                _mark_retried(s, run, name)
                 repos.add_audit(
                     s,
                     user="finetune-bot",
@@ -190,16 +187,14 @@ class FailureService:
         except DuplicateError:
             # Another replica (or an earlier try of this one) started this attempt: the budget holds.
             with self.deps.sessions() as s:
-                parent = repos.get_run(s, run_id=run.id or 0)
-                if parent is not None and (parent.failure or {}).get("retry") == "due":
-                    repos.update_run(s, parent, failure={**failure, "retry": "started", "retried_as": name})
+                _mark_retried(s, run, name)
             return False
         self.thread.transition(
             child,
             status=info.status or "created",
             message=f"attempt {attempt}/{total}, copy of {run.polyaxon_uuid}",
             text=f":repeat: Attempt {attempt}/{total} submitted as `{name}` (Polyaxon `{info.uuid}`)"
-            + (f", loading `checkpoint-{step}`." if isinstance(step, int) else ", from the beginning."),
+            + (f", loading `checkpoint-{checkpoint}`." if checkpoint is not None else ", from the beginning."),
         )
         return True
 
@@ -267,14 +262,14 @@ class FailureService:
         if waited < float(limit):
             return 0
         origin = str((run.policy or {}).get("max_pending_from") or "recipe")
-        record = {
-            "kind": "start_deadline",
-            "title": "Did not start in time",
-            "evidence": f"still {info.status} after {waited:.0f} s (start deadline {float(limit):g} s, {origin})",
-            "hint": "Try another preset, or ask the platform team why the queue holds it.",
-            "retry": "no",
-            "why": "Not retried: it never started.",
-        }
+        record = failure_record(
+            Failure(
+                "start_deadline", f"still {info.status} after {waited:.0f} s (deadline {float(limit):g} s, {origin})"
+            ),
+            hint_text="Try another preset, or ask the platform team why the queue holds it.",
+            retry="no",
+            why="Not retried: it never started.",
+        )
         with self.deps.sessions() as s:
             fresh = repos.get_run(s, run_id=run.id or 0)
             if fresh is None or fresh.failure is not None:
@@ -305,6 +300,13 @@ class FailureService:
         failure = run.failure or {}
         why = f" — {escape(str(failure.get('title')))}" if failure.get("kind") == "start_deadline" else ""
         return f":octagonal_sign: *stopped*{why}" + resume_hint(run) + "\n" + FailureService.mention(run)
+
+
+def _mark_retried(session: Any, run: Run, name: str) -> None:
+    """The failed attempt's retry is started (as run `name`): no later tick starts it again."""
+    parent = repos.get_run(session, run_id=run.id or 0)
+    if parent is not None and (parent.failure or {}).get("retry") == "due":
+        repos.update_run(session, parent, failure={**(parent.failure or {}), "retry": "started", "retried_as": name})
 
 
 def informative(kind: str, reason: str | None, message: str | None) -> bool:

@@ -4,7 +4,7 @@ from bot.runs.control import INLINE_LOG_BYTES, TERMINAL
 from bot.runs.errors import Reply, RunError
 from bot.runs.evals import contract_differences, primary_metric
 from bot.runs.lookup import find_run
-from bot.runs.resume import checkpoint_steps, copy_from_checkpoint, inherited_fields, resume_diff
+from bot.runs.resume import checkpoint_steps, copy_from_checkpoint, inherited_fields, resume_diff, resume_patch
 from bot.runs.service import RunService
 from bot.runs.submit import run_name_for
 from bot.runs.thread import TRANSITION_EVENT, RunThread, transition_metadata
@@ -24,6 +24,7 @@ __all__ = [
     "inherited_fields",
     "primary_metric",
     "resume_diff",
+    "resume_patch",
     "run_name_for",
     "transition_metadata",
 ]

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from bot.catalog.policy import attempts_allowed
 from bot.settings import PolyaxonSettings
 from bot.slack.blocks import command_button, context, escape, header, human_duration, section
 from storage.models import Run
@@ -88,7 +89,6 @@ def card_view(
     """The card's content for a stored run (its parent, when resumed, found by the caller)."""
     metrics = {k: float(v) for k, v in run.last_metrics.items() if isinstance(v, int | float)}
     max_steps = run.params.get("max_steps")
-    retry = (run.policy or {}).get("retry") or {}
     return CardView(
         name=run.name,
         uuid=run.polyaxon_uuid,
@@ -115,7 +115,7 @@ def card_view(
         outputs_problems=list((run.outputs_check or {}).get("problems") or []),
         validation=run.validation,
         attempt=run.attempt,
-        attempts=1 + int(retry.get("max") or 0),
+        attempts=attempts_allowed(run.policy),
         previous_failure=previous_failure,
         failure=run.failure,
         condition=run.condition if run.started_at is None else None,

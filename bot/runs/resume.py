@@ -68,7 +68,7 @@ class Resumer:
                 + "\n".join(f"• {line}" for line in diff)
             )
         checkpoint = f"checkpoint-{step}"
-        patch: dict[str, Any] = {"resume_from": checkpoint}
+        patch: dict[str, Any] = resume_patch(step)
         if cmd.max_steps is not None:
             patch["max_steps"] = plan.params.get("max_steps", cmd.max_steps)
         # Polyaxon's copy starts the new run with the chosen checkpoint copied into its own outputs, so the
@@ -152,6 +152,11 @@ def inherited_fields(parent: Run) -> dict[str, Any]:
     }
 
 
+def resume_patch(step: int | None) -> dict[str, Any]:
+    """The input a child run loads its checkpoint by (`resume_from`); nothing for a fresh start."""
+    return {"resume_from": f"checkpoint-{step}"} if step is not None else {}
+
+
 def copy_from_checkpoint(
     gateway: PolyaxonGateway,
     parent_uuid: str,
@@ -167,13 +172,10 @@ def copy_from_checkpoint(
 
     The one path `/finetune resume` and automatic retries take; idempotent on `name`.
     """
-    params = dict(patch)
-    if step is not None:
-        params["resume_from"] = f"checkpoint-{step}"
     return gateway.copy_run(
         parent_uuid,
         name=name,
-        params=params,
+        params={**patch, **resume_patch(step)},
         tags=tags,
         description=description,
         copy_dirs=[f"outputs/checkpoint-{step}"] if step is not None else [],

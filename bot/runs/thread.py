@@ -117,11 +117,13 @@ class RunThread:
         card_ts = run.card_ts
         if not card_ts:
             return False
-        with self.deps.sessions() as s:
-            # Every attempt of a retried run edits the first attempt's card: it shows the newest attempt.
-            newest = repos.newest_attempt_on_card(s, channel=run.channel, card_ts=card_ts)
-        if newest is not None and newest.id != run.id:
-            run = newest
+        if run.failure is not None or run.first_attempt_id is not None:
+            # Every attempt of a retried run edits the first attempt's card: it shows the newest attempt. Only a
+            # failed run or a later attempt can have one, so other card edits skip the lookup.
+            with self.deps.sessions() as s:
+                newest = repos.newest_attempt_on_card(s, channel=run.channel, card_ts=card_ts)
+            if newest is not None and newest.id != run.id:
+                run = newest
         key = run.id or 0
         with self._lock:
             last = self._card_updated.get(key, 0.0)

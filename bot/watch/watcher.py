@@ -86,8 +86,6 @@ class Watcher:
         self.sessions = runs.sessions
         self.gateway = runs.gateway
         self.clock = clock
-        self.stuck_after = stuck_after
-        self.metrics_every = metrics_every
         self.progress = Progress(
             runs, metrics_every=metrics_every, stuck_after=stuck_after, mention=self.failures.mention
         )
@@ -148,9 +146,8 @@ class Watcher:
         active = [r for r in active if r.kind != "sweep"]
         now = self.clock()
         # Runs that have not started: new status conditions told, start deadlines enforced (throttled per run).
-        waiting = [r for r in active if (remote.get(r.polyaxon_uuid or "") or r).status in WAITING]
         try:
-            stats.polyaxon_requests += self.failures.watch_waiting(waiting, now)
+            stats.polyaxon_requests += self.failures.watch_waiting(active, now)
         except GatewayError as exc:
             log.warning("watcher: waiting runs: %s", exc)
             stats.errors.append(f"waiting runs: {exc}")
@@ -197,7 +194,8 @@ class Watcher:
 
     def _report(self, run: Run, info: RunInfo, stats: TickStats) -> None:
         status = info.status
-        reason = next((c.message or c.reason for c in reversed(info.conditions) if c.type == status), None)
+        condition = next((c for c in reversed(info.conditions) if c.type == status), None)
+        reason = (condition.message or condition.reason) if condition is not None else None
         fields: dict[str, Any] = {"last_activity_at": self.clock()}
         # Polyaxon stamps `started_at` on a run stopped before it ever ran: only a run seen running (or that
         # succeeded between two ticks) has started, or the card would say a held run "ran".
@@ -235,9 +233,7 @@ class Watcher:
             text = self.failures.stopped_text(run)
         elif status in WAITING:
             # Told with this transition: the waiting check does not tell the same condition again.
-            fields["condition"] = condition_key(
-                *next(((c.reason, c.message) for c in reversed(info.conditions) if c.type == status), (None, reason))
-            )
+            fields["condition"] = condition_key(condition.reason, condition.message) if condition else None
         fresh = self.runs.thread.transition(run, status=status, message=reason, text=text, **fields)
         if upload is not None:
             self.runs.thread.upload_to_thread(
