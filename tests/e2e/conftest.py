@@ -121,8 +121,18 @@ class LiveBot:
         return run
 
     def wait_status(self, name: str, statuses: set[str], timeout: float = 240) -> Run:
-        """Wait until the bot has recorded one of `statuses` for the run."""
-        return wait_for(lambda: (r := self.run_named(name)).status in statuses and r, timeout=timeout, interval=0.5)
+        """Wait until the bot has recorded one of `statuses` for the run and told it in the run's thread: a status
+        is recorded before its post goes out, so a test that reads the thread right after must wait for both."""
+
+        def told() -> Run | None:
+            run = self.run_named(name)
+            if run.status not in statuses:
+                return None
+            with self.runtime.services.sessions() as s:
+                events = repos.list_status_events(s, run_id=run.id or 0)
+            return run if run.thread_ts is None or all(e.posted_ts for e in events) else None
+
+        return wait_for(told, timeout=timeout, interval=0.5)
 
     def card(self, run: Run) -> dict[str, Any]:
         """The run's card as Slack holds it."""
