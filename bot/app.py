@@ -203,8 +203,6 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
             sweeps=SweepFollower(runs.deps, runs.thread, services.sweeps),
             clock=services.clock,
             stuck_after=timedelta(seconds=settings.finetune.stuck_after_s),
-            # Progress on the card: every other tick, and never more often than every 5 s per run.
-            metrics_every=timedelta(seconds=max(2 * interval, 5.0)),
             still_leader=lease.still_held,
         )
         watcher_jobs.register(scheduler, watcher, interval_s=interval, lease=lease)

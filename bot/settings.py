@@ -164,7 +164,7 @@ class FinetuneSettings(BaseSettings):
     )
     timezone: str = Field(default="UTC", description="Default timezone for digests")
     watch_interval_s: float = Field(default=10.0, gt=0, description="Watcher tick")
-    stuck_after_s: float = Field(default=900.0, gt=0, description="No new log line or metric step → stuck")
+    stuck_after_s: float = Field(default=900.0, gt=0, description="No change in Polyaxon (metric, status) → stuck")
     watch_lease_ttl_s: float | None = Field(
         default=None,
         gt=0,

@@ -96,8 +96,12 @@ class PolyaxonSink:
         self._call("log_inputs", **params)
 
     def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
-        """Log metrics as Polyaxon metric events at `step`."""
-        self._call("log_metrics", step=step, **metrics)
+        """Log metrics as Polyaxon metric events at `step`, with the step itself as `global_step`.
+
+        Polyaxon's summary sync copies each metric's last value into the run's outputs, which the bot's watcher
+        reads from its list of changed runs: `global_step` there is the card's step without a request per run.
+        """
+        self._call("log_metrics", step=step, global_step=step, **metrics)
 
     def log_results(self, results: dict[str, Any]) -> None:
         """Log the final results as run outputs."""

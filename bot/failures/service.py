@@ -45,7 +45,7 @@ from storage.models import Run
 from storage.repos.common import DuplicateError
 
 if TYPE_CHECKING:
-    from bot.polyaxon import RunInfo
+    from bot.polyaxon import RemoteView, RunInfo
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +71,9 @@ RETRY_WINDOW = timedelta(days=1)
 class FailureService:
     """Explains failures, retries what the recipe allows, watches runs that have not started."""
 
-    def __init__(self, deps: RunDeps, thread: RunThread, *, check_every: timedelta = timedelta(seconds=10)) -> None:
+    def __init__(self, deps: RunDeps, thread: RunThread) -> None:
         self.deps = deps
         self.thread = thread
-        self.check_every = check_every
-        # Runs waiting to start and when their conditions were last read (pruned to the waiting runs each tick).
-        self._checked_at: dict[int, datetime] = {}
 
     # --- a failed attempt -----------------------------------------------------------------------------
 
@@ -215,21 +212,21 @@ class FailureService:
 
     # --- a run that has not started --------------------------------------------------------------------
 
-    def watch_waiting(self, runs: Sequence[Run], now: datetime) -> int:
-        """New status conditions of waiting runs told once; runs past their start deadline stopped. Requests."""
-        waiting = {run.id or 0: run for run in runs if run.status in WAITING and run.started_at is None}
-        for key in list(self._checked_at):
-            if key not in waiting:
-                del self._checked_at[key]
+    def watch_waiting(self, runs: Sequence[Run], remote: RemoteView, now: datetime) -> int:
+        """Waiting runs Polyaxon changed have their new status conditions told once; any waiting run past its start
+        deadline is stopped. Returns the requests made (one per changed waiting run, one per stop)."""
         requests = 0
-        for key, run in waiting.items():
-            last = self._checked_at.get(key)
-            if last is not None and now - last < self.check_every:
+        for run in runs:
+            if run.status not in WAITING or run.started_at is not None:
                 continue
-            self._checked_at[key] = now
-            info = self.deps.gateway.get_run(run.polyaxon_uuid or "", with_conditions=True)
-            requests += 2
-            run = self._tell_condition(run, info)
+            uuid = run.polyaxon_uuid or ""
+            info = remote.get(uuid)
+            if info is None and not remote.unchanged(uuid):
+                continue  # gone from a complete list: it ended, and the watcher reads how
+            if info is not None:
+                info.conditions = self.deps.gateway.run_conditions(uuid)
+                requests += 1
+                run = self._tell_condition(run, info)
             requests += self._enforce_deadline(run, info, now)
         return requests
 
@@ -254,18 +251,20 @@ class FailureService:
         self.thread.update_card(fresh, force=True)
         return fresh
 
-    def _enforce_deadline(self, run: Run, info: RunInfo, now: datetime) -> int:
+    def _enforce_deadline(self, run: Run, info: RunInfo | None, now: datetime) -> int:
+        """Stop a run still waiting past its deadline (`info` None: Polyaxon did not change it, so it still waits)."""
         limit = (run.policy or {}).get("max_pending_s")
-        if not limit or info.started_at is not None or info.is_done or run.failure is not None:
+        if not limit or run.failure is not None:
+            return 0
+        if info is not None and (info.started_at is not None or info.is_done):
             return 0
         waited = (now - run.created_at).total_seconds()
         if waited < float(limit):
             return 0
         origin = str((run.policy or {}).get("max_pending_from") or "recipe")
+        status = info.status if info is not None else run.status
         record = failure_record(
-            Failure(
-                "start_deadline", f"still {info.status} after {waited:.0f} s (deadline {float(limit):g} s, {origin})"
-            ),
+            Failure("start_deadline", f"still {status} after {waited:.0f} s (deadline {float(limit):g} s, {origin})"),
             hint_text="Try another preset, or ask the platform team why the queue holds it.",
             retry="no",
             why="Not retried: it never started.",

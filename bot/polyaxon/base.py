@@ -153,6 +153,7 @@ class GatewayBase:
             created_at=_utc(run.created_at),
             started_at=_utc(run.started_at),
             finished_at=_utc(run.finished_at),
+            updated_at=_utc(getattr(run, "updated_at", None)),
             inputs=dict(run.inputs or {}),
             outputs=dict(run.outputs or {}),
             tags=list(run.tags or []),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -11,8 +12,8 @@ from bot.polyaxon.base import GatewayBase, _utc
 from bot.polyaxon.types import DONE_STATUSES, GatewayError, RunInfo, StatusCondition
 
 _ACTIVE_LIMIT = 1000
-# 100,000 active runs at most are listed in one tick (the rest look ended and are read one by one).
-_MAX_ACTIVE_PAGES = 100
+# 100,000 runs at most are listed in one call (beyond, active runs look ended and are read one by one).
+_MAX_PAGES = 100
 
 
 class RunsApi(GatewayBase):
@@ -84,44 +85,70 @@ class RunsApi(GatewayBase):
         raw = self._read(f"get run {uuid}", lambda: self._client.runs_v1.get_run(self.owner, self.project, uuid))
         info = self._run_from_api(raw)
         if with_conditions:
-            statuses = self._read(
-                f"get the statuses of run {uuid}",
-                lambda: self._client.runs_v1.get_run_statuses(self.owner, self.project, uuid),
-            )
-            info.conditions = [
-                StatusCondition(
-                    type=str(c.type),
-                    reason=c.reason,
-                    message=c.message,
-                    at=_utc(c.last_transition_time or c.last_update_time),
-                )
-                for c in (statuses.status_conditions or [])
-            ]
+            info.conditions = self.run_conditions(uuid)
         return info
 
+    def run_conditions(self, uuid: str) -> list[StatusCondition]:
+        """A run's status conditions, oldest first (one request; a listed run does not carry them)."""
+        statuses = self._read(
+            f"get the statuses of run {uuid}",
+            lambda: self._client.runs_v1.get_run_statuses(self.owner, self.project, uuid),
+        )
+        return [
+            StatusCondition(
+                type=str(c.type),
+                reason=c.reason,
+                message=c.message,
+                at=_utc(c.last_transition_time or c.last_update_time),
+            )
+            for c in (statuses.status_conditions or [])
+        ]
+
     def list_active_runs(self, *, page_size: int = _ACTIVE_LIMIT) -> list[RunInfo]:
-        """All runs of the project that are not done (what the watcher polls): one request per `page_size` runs.
+        """All runs of the project that are not done: one request per `page_size` runs, oldest first.
 
         Pages go oldest first, so a run submitted meanwhile lands on a later page instead of shifting the rest; a
         run that ends between two pages may shift one run past a page boundary, which then looks as if it left
         the list and is read on its own (its state is right either way).
         """
         query = "status:~" + "|".join(sorted(DONE_STATUSES))
+        return self._paged(f"list the active runs of {self.owner}/{self.project}", query, "created_at", page_size)
+
+    def list_changed_runs(self, since: datetime, *, page_size: int = _ACTIVE_LIMIT) -> list[RunInfo]:
+        """The project's top-level runs Polyaxon changed at or after `since`, done ones included, least recent first.
+
+        One request per `page_size` changed runs (Polyaxon compares `updated_at` to the microsecond). A run
+        changed while the pages are read moves to the end and may shift another past a page boundary, which is
+        why the caller's cursor does not pass the first page's end when there was more than one
+        (bot.watch.changes).
+        """
+        query = f"pipeline.uuid:nil, updated_at:>={since.astimezone(UTC).isoformat()}"
+        return self._paged(f"list the changed runs of {self.owner}/{self.project}", query, "updated_at", page_size)
+
+    def last_change(self) -> datetime | None:
+        """When Polyaxon last changed any top-level run of the project (one request); None for an empty project."""
+        response = self._read(
+            f"read the last change in {self.owner}/{self.project}",
+            lambda: self._client.runs_v1.list_runs(
+                self.owner, self.project, query="pipeline.uuid:nil", sort="-updated_at", limit=1
+            ),
+        )
+        newest = list(response.results or [])
+        return _utc(newest[0].updated_at) if newest else None
+
+    def _paged(self, what: str, query: str, sort: str, page_size: int) -> list[RunInfo]:
         runs: dict[str, RunInfo] = {}
 
         def page_at(offset: int) -> Any:
             return self._client.runs_v1.list_runs(
-                self.owner, self.project, query=query, sort="created_at", limit=page_size, offset=offset
+                self.owner, self.project, query=query, sort=sort, limit=page_size, offset=offset
             )
 
-        for page in range(_MAX_ACTIVE_PAGES):
-            response = self._read(
-                f"list the active runs of {self.owner}/{self.project}", partial(page_at, page * page_size)
-            )
-            results = list(response.results or [])
+        for page in range(_MAX_PAGES):
+            results = list(self._read(what, partial(page_at, page * page_size)).results or [])
             for raw in results:
                 info = self._run_from_api(raw)
-                runs[info.uuid] = info
+                runs[info.uuid] = info  # a run listed twice (it moved between pages): its later state wins
             if len(results) < page_size:
                 break
         return list(runs.values())

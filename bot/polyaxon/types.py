@@ -5,7 +5,7 @@ Plain pydantic models (and one frozen dataclass): callers never see a Polyaxon c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -44,6 +44,8 @@ class RunInfo(BaseModel):
     created_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    # When Polyaxon last changed the run (a status, an outputs sync): the watcher's cursor and liveness signal.
+    updated_at: datetime | None = None
     inputs: dict[str, Any] = Field(default_factory=dict)
     outputs: dict[str, Any] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list)
@@ -57,6 +59,23 @@ class RunInfo(BaseModel):
     def is_done(self) -> bool:
         """Whether the run reached a final status."""
         return self.status in DONE_STATUSES
+
+
+@dataclass(frozen=True)
+class RemoteView:
+    """Polyaxon's side of one tick: every active run (`complete`), or only those changed since the last tick."""
+
+    runs: dict[str, RunInfo] = field(default_factory=dict)
+    complete: bool = True
+    requests: int = 0
+
+    def get(self, uuid: str) -> RunInfo | None:
+        """The run as Polyaxon has it now, when this tick listed it."""
+        return self.runs.get(uuid)
+
+    def unchanged(self, uuid: str) -> bool:
+        """Polyaxon did not change the run since the last tick: the database's state is still Polyaxon's."""
+        return not self.complete and uuid not in self.runs
 
 
 class LogLine(BaseModel):

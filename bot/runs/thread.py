@@ -7,25 +7,25 @@ before they are posted, so none is lost), warnings, logs, comparisons, approval 
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import Any
 
+from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.runs.card import CardView, card_text, card_view, polyaxon_url, render_card
+from bot.runs.card_edits import CardEdits, content_digest
 from bot.runs.deps import RunDeps
 from bot.runs.errors import RunError
+from bot.slack.client import without_rate_limit_retries
 from bot.slack.threads import find_thread_post, permalink
 from storage import repos
 from storage.models import Run
 
 log = logging.getLogger(__name__)
 
-CARD_UPDATE_MIN_INTERVAL_S = 3.0  # Slack allows about one chat.update per second per channel; stay well under
-CARD_THROTTLE_KEEP = 1000  # cards remembered by the edit throttle before the old entries are dropped
 
 # What Slack answers when the card (or its thread) is gone: deleted, or a bot restarted against another workspace.
 GONE_ERRORS = frozenset({"message_not_found", "thread_not_found"})
@@ -52,8 +52,11 @@ class RunThread:
 
     def __init__(self, deps: RunDeps) -> None:
         self.deps = deps
-        self._card_updated: dict[int, float] = {}
-        self._lock = threading.Lock()
+        self.edits = CardEdits()
+        # Card edits never wait out a 429 in the caller (a watcher tick, a command): the card stays pending.
+        self._card_client = (
+            without_rate_limit_retries(deps.client) if isinstance(deps.client, WebClient) else deps.client
+        )
         # Cards of other kinds of run, by `Run.kind` (a sweep's card is its service's); the rest get the run card.
         self.card_renderers: dict[str, CardRenderer] = {}
 
@@ -109,11 +112,14 @@ class RunThread:
                 s, channel=run.channel, ts=ts, purpose="card", run_id=run.id, thread_ts=in_thread
             )
         run.card_ts, run.thread_ts = ts, in_thread or ts
-        with self._lock:
-            self._card_updated[run.id or 0] = time.monotonic()
+        self.edits.sent(run.id or 0, content_digest(text, blocks))
 
     def update_card(self, run: Run, *, force: bool = False) -> bool:
-        """Edit the card in place (chat.update), at most once every few seconds unless `force`."""
+        """Edit the card in place (chat.update) if its content changed; whether it was edited now.
+
+        Paced per card unless `force` (a transition) and never in a channel Slack rate-limited: such an edit
+        stays pending and `flush_cards` sends the card's newest state later (bot.runs.card_edits).
+        """
         card_ts = run.card_ts
         if not card_ts:
             return False
@@ -125,25 +131,20 @@ class RunThread:
             if newest is not None and newest.id != run.id:
                 run = newest
         key = run.id or 0
-        with self._lock:
-            last = self._card_updated.get(key, 0.0)
-            if not force and time.monotonic() - last < CARD_UPDATE_MIN_INTERVAL_S:
-                return False
-            now = time.monotonic()
-            self._card_updated[key] = now
-            if len(self._card_updated) > CARD_THROTTLE_KEEP:
-                # The throttle only needs the last few seconds: forget older edits, or this grows with every run.
-                self._card_updated = {
-                    k: at for k, at in self._card_updated.items() if now - at < CARD_UPDATE_MIN_INTERVAL_S
-                }
+        if not self.edits.may_send(key, run.channel, force=force):
+            return False
         text, blocks = self.render(run)
         try:
-            self.deps.client.chat_update(channel=run.channel, ts=card_ts, text=text, blocks=blocks)
+            return self.edits.send(self._card_client, key, channel=run.channel, ts=card_ts, text=text, blocks=blocks)
         except SlackApiError as exc:
             if exc.response.get("error") not in GONE_ERRORS:
                 raise
             self.replace_card(run)
-        return True
+            return True
+
+    def flush_cards(self) -> int:
+        """Send the pending card edits that may go now (each card's newest state); how many were sent."""
+        return self.edits.flush(partial(_stored, self.deps), self.update_card)
 
     def replace_card(self, run: Run) -> None:
         """The card is gone: post a fresh one (the run's thread from now on) and say so in it."""
@@ -311,3 +312,8 @@ def _parent_context(thread: RunThread, run: Run) -> tuple[str | None, str | None
         return parent.name, thread.permalink(parent.channel, parent.card_ts), None
     previous = str(parent.failure.get("title") or "") if parent.failure else None
     return parent.name, None, previous
+
+
+def _stored(deps: RunDeps, run_id: int) -> Run | None:
+    with deps.sessions() as s:
+        return repos.get_run(s, run_id=run_id)

@@ -40,6 +40,16 @@ def build_web_client(settings: Settings, metrics: BotMetrics, *, timeout_s: int 
     )
 
 
+def without_rate_limit_retries(client: WebClient) -> WebClient:
+    """The same client for calls that must not wait out a 429 (card edits: their newest state goes later instead)."""
+    return WebClient(
+        token=client.token,
+        base_url=client.base_url,
+        timeout=client.timeout,
+        retry_handlers=[h for h in client.retry_handlers if not isinstance(h, RateLimitErrorRetryHandler)],
+    )
+
+
 def post_to_response_url(response_url: str, message: dict[str, Any], metrics: BotMetrics) -> None:
     """POST a message to a `response_url` with the same retry policy; raise SlackReplyError on failure."""
     client = WebhookClient(url=response_url, timeout=30, retry_handlers=slack_retry_handlers(metrics))

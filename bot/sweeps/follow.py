@@ -41,7 +41,7 @@ from storage import repos
 from storage.models import Run, Sweep
 
 if TYPE_CHECKING:
-    from bot.polyaxon import RunInfo
+    from bot.polyaxon import RemoteView, RunInfo
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +71,8 @@ class SweepFollower:
         self.sweeps = sweeps
         self._edited: dict[int, float] = {}
 
-    def follow(self, remote: dict[str, RunInfo] | None, still_leader: Callable[[], bool] = lambda: True) -> FollowStats:
-        """One pass: every sweep still active, or ended without its summary; `remote` is the tick's active list."""
+    def follow(self, remote: RemoteView | None, still_leader: Callable[[], bool] = lambda: True) -> FollowStats:
+        """One pass: every sweep still active, or ended without its summary; `remote` is the tick's view of Polyaxon."""
         from bot.polyaxon import GatewayError
 
         stats = FollowStats()
@@ -93,10 +93,11 @@ class SweepFollower:
                 stats.errors.append(f"{run.name}: {exc}")
         return stats
 
-    def _follow_one(self, sweep: Sweep, run: Run, remote: dict[str, RunInfo] | None, stats: FollowStats) -> None:
+    def _follow_one(self, sweep: Sweep, run: Run, remote: RemoteView | None, stats: FollowStats) -> None:
         uuid = run.polyaxon_uuid or ""
-        info = (remote or {}).get(uuid)
-        if info is None and run.status not in ENDED:
+        info = remote.get(uuid) if remote is not None else None
+        unchanged = remote is not None and remote.unchanged(uuid)
+        if info is None and run.status not in ENDED and not unchanged:
             info = self.deps.gateway.get_run(uuid, with_conditions=False)
             stats.polyaxon_requests += 1
         children = self.deps.gateway.list_children(uuid)

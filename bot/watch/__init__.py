@@ -1,5 +1,6 @@
-"""The watcher: one Polyaxon list call per tick, card edits and thread posts for what changed, stuck runs flagged."""
+"""The watcher: Polyaxon's changes since the last tick, card edits and thread posts for them, stuck runs flagged."""
 
-from bot.watch.watcher import MAX_REFRESHES_PER_TICK, TickStats, Watcher
+from bot.watch.changes import ChangeFeed
+from bot.watch.watcher import TickStats, Watcher
 
-__all__ = ["MAX_REFRESHES_PER_TICK", "TickStats", "Watcher"]
+__all__ = ["ChangeFeed", "TickStats", "Watcher"]

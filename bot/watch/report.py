@@ -37,6 +37,31 @@ def final_eval(outputs: Mapping[str, Any], contract_metrics: Sequence[str] = ())
     return {k: float(v) for k, v in outputs.items() if (k.startswith("eval_") or k in contract_metrics) and _number(v)}
 
 
+# Numbers the trainer reports about itself beside the metrics Polyaxon's summary sync copies into the outputs.
+BOOKKEEPING = frozenset(
+    {
+        "global_step",
+        "max_steps",
+        "checkpoint_latest_step",
+        "checkpoint_best_step",
+        "resumed_from_step",
+        "stopped_at_step",
+        "model_size_bytes",
+        "model_files",
+    }
+)
+
+
+def live_metrics(outputs: Mapping[str, Any]) -> dict[str, float]:
+    """The last value of each metric a running run logged, as its listing carries them (its outputs)."""
+    return {k: float(v) for k, v in outputs.items() if _number(v) and k not in BOOKKEEPING}
+
+
+def live_step(outputs: Mapping[str, Any]) -> int | None:
+    """The step of the trainer's last logged metrics (`global_step`, logged with them), or None."""
+    return _as_int(outputs.get("global_step"))
+
+
 def checkpoint_step(outputs: Mapping[str, Any]) -> int | None:
     """The step of the latest complete checkpoint the trainer reported, or None."""
     return _as_int(outputs.get("checkpoint_latest_step"))

@@ -1,9 +1,10 @@
 """The watcher: each tick turns Polyaxon's state into card edits and thread posts.
 
-One list request per tick for all active runs of the project; a per-run request only for a run that left
-the active list (to read its final state) and, throttled, for metrics and stuck checks of running runs.
-All state lives in the database, so a restarted bot (even after SIGKILL) picks up where it was: no
-duplicate posts, no missed terminal state.
+Polyaxon is read through a change feed (bot.watch.changes): a tick lists only the runs Polyaxon changed since
+the previous one, whatever the number of active runs, and their listing carries status, metrics and liveness.
+Per-run requests are made only for what happened: a status change (its conditions; a success's metric summary;
+a failure's logs) and a waiting run that moved (its conditions). All state lives in the database, so a
+restarted bot (even after SIGKILL) picks up where it was: no duplicate posts, no missed terminal state.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from bot.failures import WAITING, FailureService, condition_key
 from bot.redact import redact
 from bot.runs import RunService
 from bot.slack.blocks import escape
+from bot.watch.changes import RESYNC_EVERY, ChangeFeed
 from bot.watch.progress import Progress
 from bot.watch.report import checkpoint_step, final_eval, metrics_text, resumed_text
 from storage import repos
 from storage.models import Run, utcnow
 
 if TYPE_CHECKING:
-    from bot.polyaxon import RunInfo
+    from bot.polyaxon import RemoteView, RunInfo
     from bot.preflight import PreflightService
     from bot.registry import RegistrationService
     from bot.release import ReleaseService
@@ -34,9 +36,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RUNNING = frozenset({"running", "processing"})
-# Each refresh costs two Polyaxon requests; capping them per tick bounds a tick's time however many runs
-# are active (the rest are refreshed on the next ticks, least recently refreshed first).
-MAX_REFRESHES_PER_TICK = 50
 # A transition recorded less than this long ago may be being told right now by the thread that recorded it (a
 # command's, or another replica's): only older unposted ones are a crash's leftovers to tell.
 RECOVER_AFTER = timedelta(seconds=10)
@@ -52,6 +51,7 @@ class TickStats:
     stuck_flagged: int = 0
     recovered_posts: int = 0
     refreshed: int = 0
+    card_edits: int = 0
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
 
@@ -65,7 +65,7 @@ class Watcher:
         runs: RunService,
         clock: Callable[[], datetime],
         stuck_after: timedelta,
-        metrics_every: timedelta = timedelta(seconds=30),
+        resync_every: timedelta = RESYNC_EVERY,
         registry: RegistrationService | None = None,
         preflights: PreflightService | None = None,
         release: ReleaseService | None = None,
@@ -75,7 +75,7 @@ class Watcher:
         failures: FailureService | None = None,
     ) -> None:
         self.runs = runs
-        self.failures = failures or FailureService(runs.deps, runs.thread, check_every=metrics_every)
+        self.failures = failures or FailureService(runs.deps, runs.thread)
         # Between runs of a long tick: does this replica still hold the watcher lease? (Always, without one.)
         self.still_leader = still_leader or (lambda: True)
         self.registry = registry
@@ -86,9 +86,8 @@ class Watcher:
         self.sessions = runs.sessions
         self.gateway = runs.gateway
         self.clock = clock
-        self.progress = Progress(
-            runs, metrics_every=metrics_every, stuck_after=stuck_after, mention=self.failures.mention
-        )
+        self.feed = ChangeFeed(runs.gateway, clock=clock, resync_every=resync_every)
+        self.progress = Progress(runs, stuck_after=stuck_after, mention=self.failures.mention)
 
     def tick(self) -> TickStats:
         """One pass: retry pending submissions, tell unposted transitions, poll, report changes, settle preflights."""
@@ -122,47 +121,51 @@ class Watcher:
             stats.transitions += changed
             if delivery.failed:
                 stats.errors.append(f"release webhook: {delivery.failed} event(s) not delivered, retried with backoff")
+        # Card edits held back (Slack's pace, a 429) go now with each card's newest state, where they may.
+        stats.card_edits = self.runs.thread.flush_cards()
         stats.seconds = time.perf_counter() - started
         return stats
 
-    def _poll(self, stats: TickStats) -> dict[str, RunInfo] | None:
-        """One list call for the active runs, then each run's transitions, metrics and stuck check; the list."""
+    def _poll(self, stats: TickStats) -> RemoteView | None:
+        """Polyaxon's changes since the last tick, then each run's transitions and progress; the view."""
         from bot.polyaxon import GatewayError
 
         with self.sessions() as s:
             active = [r for r in repos.list_active_runs(s) if r.polyaxon_uuid]
         stats.active = len(active)
         if not active:
+            self.feed.forget()
             return None
         try:
-            remote = {info.uuid: info for info in self.gateway.list_active_runs()}
-            stats.polyaxon_requests += 1
+            remote = self.feed.read()
         except GatewayError as exc:
-            # Reported, never swallowed: the log says why, the next tick retries.
+            # Reported, never swallowed: the log says why, the next tick retries from the same cursor.
             log.warning("watcher: Polyaxon is unreachable: %s", exc)
             stats.errors.append(str(exc))
             return None
+        stats.polyaxon_requests += remote.requests
         # A sweep is followed as a whole (bot.sweeps); its trials are not in `active` at all.
         active = [r for r in active if r.kind != "sweep"]
         now = self.clock()
-        # Runs that have not started: new status conditions told, start deadlines enforced (throttled per run).
+        # Runs that have not started: new status conditions told, start deadlines enforced.
         try:
-            stats.polyaxon_requests += self.failures.watch_waiting(active, now)
+            stats.polyaxon_requests += self.failures.watch_waiting(active, remote, now)
         except GatewayError as exc:
             log.warning("watcher: waiting runs: %s", exc)
             stats.errors.append(f"waiting runs: {exc}")
-        # Least recently refreshed first, so a capped tick leaves the freshest runs for the next one.
-        active = self.progress.order(active, now)
         for run in active:
             if not self.still_leader():
                 # Another replica took the watcher over: it reports the rest, from the same database.
                 log.warning("watcher: lease lost mid-tick; leaving the remaining runs to the new holder")
-                break
+                return remote
+            if remote.unchanged(run.polyaxon_uuid or ""):
+                continue  # nothing new in Polyaxon: the database already says what it says
             try:
                 self._watch_one(run, remote, now, stats)
             except GatewayError as exc:
                 log.warning("watcher: run %s: %s", run.name, exc)
                 stats.errors.append(f"{run.name}: {exc}")
+        stats.stuck_flagged += self.progress.flag_stuck(active, now)
         return remote
 
     def _retry_registrations(self, stats: TickStats) -> None:
@@ -178,19 +181,22 @@ class Watcher:
 
     # --- one run -----------------------------------------------------------------------------------
 
-    def _watch_one(self, run: Run, remote: dict[str, RunInfo], now: datetime, stats: TickStats) -> None:
+    def _watch_one(self, run: Run, remote: RemoteView, now: datetime, stats: TickStats) -> None:
         uuid = run.polyaxon_uuid or ""
         info = remote.get(uuid)
-        if info is None:  # left the active list: read its final state once
+        if info is None:  # a full list without it: it ended (or was deleted); read its final state once
             info = self.gateway.get_run(uuid, with_conditions=True)
             stats.polyaxon_requests += 2
         run = self._note_outputs(run, info)
         if info.status != run.status:
+            if not info.conditions:  # a listed run does not carry them: the transition's reason is in them
+                info.conditions = self.gateway.run_conditions(uuid)
+                stats.polyaxon_requests += 1
             self._report(run, info, stats)
             stats.transitions += 1
             return
-        if run.status in RUNNING and stats.refreshed < MAX_REFRESHES_PER_TICK:
-            self._refresh(run, now, stats)
+        if run.status in RUNNING:
+            stats.refreshed += int(self.progress.note(run, info, now))
 
     def _report(self, run: Run, info: RunInfo, stats: TickStats) -> None:
         status = info.status
@@ -262,15 +268,6 @@ class Watcher:
             if not told:
                 self.runs.thread.post_thread(run, resumed, purpose="resumed")
         return run
-
-    def _refresh(self, run: Run, now: datetime, stats: TickStats) -> None:
-        """Latest metrics on the card, and the stuck check (throttled per run: bot.watch.progress)."""
-        done = self.progress.refresh(run, now)
-        if done is None:
-            return
-        stats.refreshed += 1
-        stats.polyaxon_requests += done.polyaxon_requests
-        stats.stuck_flagged += int(done.stuck_flagged)
 
     def _recover_unposted(self, stats: TickStats) -> None:
         """Tell transitions that were recorded but not posted (the bot died between the two)."""

@@ -51,12 +51,20 @@ class FakeGateway:
         self.calls: list[str] = []
         self.stopped: list[str] = []
 
-    def list_active_runs(self) -> list[RunInfo]:
+    def list_active_runs(self, *, page_size: int = 1000) -> list[RunInfo]:
         self.calls.append("list")
         active = [t for t in self.trials.values() if t.status not in ("succeeded", "failed", "stopped")]
         if self.matrix not in ("succeeded", "failed", "stopped"):
             active.append(RunInfo(uuid=MATRIX, name="sweep", status=self.matrix))
         return active
+
+    def last_change(self) -> datetime:
+        self.calls.append("cursor")
+        return datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+    def list_changed_runs(self, since: datetime, *, page_size: int = 1000) -> list[RunInfo]:
+        self.calls.append("list")
+        return [RunInfo(uuid=MATRIX, name="sweep", status=self.matrix)]  # the matrix changes with its trials
 
     def get_run(self, uuid: str, *, with_conditions: bool = True) -> RunInfo:
         self.calls.append("get")
@@ -159,10 +167,11 @@ def test_a_tick_costs_two_polyaxon_requests_whatever_the_number_of_trials(
     watcher, run = build(sessions, standin, gateway)
     for uuid in list(gateway.trials)[: trials // 2 + 1]:
         gateway.trials[uuid] = gateway.trials[uuid].model_copy(update={"status": "running"})
+    watcher.tick()  # the first tick also reads the change feed's cursor
     for _ in range(3):
         gateway.calls.clear()
         stats = watcher.tick()
-        # The project's active list (shared with every run) and the matrix's children: nothing per trial.
+        # The project's changed runs (shared with every run) and the matrix's children: nothing per trial.
         assert sorted(gateway.calls) == ["children", "list"], gateway.calls
         assert stats.polyaxon_requests == 2
     with sessions() as s:

@@ -1,7 +1,8 @@
-"""The watcher's bookkeeping with many runs: one list request per tick, capped refreshes, stuck once.
+"""The watcher's bookkeeping with many runs: a tick's requests do not grow with the runs, stuck once, told once.
 
-A fake gateway stands in for Polyaxon here to make hundreds of runs cheap; the same watcher runs against
-the real server in tests/e2e (lifecycle, restart, failover, outage) and in bench/watcher.py.
+A fake gateway stands in for Polyaxon here to make thousands of runs cheap (it answers like the real one: a list
+of changed runs compared to the second, `updated_at` moved by status changes and outputs syncs); the same
+watcher runs against the real server in tests/e2e (lifecycle, restart, failover, outage) and in bench/watcher.py.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -17,49 +19,77 @@ from bot.catalog import Catalog
 from bot.local.slack import SlackStandIn
 from bot.local.slack.server import DEFAULT_CHANNEL
 from bot.metrics import BotMetrics
-from bot.polyaxon import LogLine, LogTail, RunInfo
+from bot.polyaxon import LogTail, RunInfo, StatusCondition
 from bot.runs import RunService, transition_metadata
+from bot.runs.card_edits import CardEdits
 from bot.settings import FinetuneSettings, Settings, SlackSettings
 from bot.slack.client import build_web_client
-from bot.watch import MAX_REFRESHES_PER_TICK, Watcher
+from bot.watch import Watcher
+from bot.watch.changes import next_cursor
 from storage import repos
 from storage.db import SessionFactory
 
 REPO = Path(__file__).resolve().parents[3]
+DONE = {"succeeded", "failed", "stopped"}
 
 
 class FakeGateway:
-    """Statuses and metrics per uuid; counts calls like the real gateway's requests."""
+    """Runs by uuid with Polyaxon's `updated_at` bookkeeping; counts requests like the real gateway makes them."""
 
-    def __init__(self) -> None:
-        self.status: dict[str, str] = {}
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.runs: dict[str, RunInfo] = {}
         self.metrics: dict[str, tuple[dict[str, float], int | None]] = {}
-        self.log_at: dict[str, datetime] = {}
         self.calls: list[str] = []
 
-    def list_active_runs(self) -> list[RunInfo]:
-        self.calls.append("list")
-        return [
-            RunInfo(uuid=u, name=u, status=s)
-            for u, s in self.status.items()
-            if s not in {"succeeded", "failed", "stopped"}
-        ]
+    def put(
+        self, uuid: str, *, status: str | None = None, outputs: dict[str, Any] | None = None, ago_s: float = 0
+    ) -> None:
+        """What Polyaxon does on a status change or an outputs sync: the run changes and `updated_at` moves."""
+        run = self.runs.get(uuid) or RunInfo(uuid=uuid, name=uuid, status="running")
+        self.runs[uuid] = run.model_copy(
+            update={
+                "status": status or run.status,
+                "outputs": {**run.outputs, **(outputs or {})},
+                "updated_at": self.clock.now - timedelta(seconds=ago_s),
+            }
+        )
+
+    def _pages(self, runs: list[RunInfo], page_size: int) -> list[RunInfo]:
+        self.calls += ["list"] * (len(runs) // page_size + 1)
+        return runs
+
+    def last_change(self) -> datetime | None:
+        self.calls.append("cursor")
+        return max((r.updated_at for r in self.runs.values() if r.updated_at), default=None)
+
+    def list_active_runs(self, *, page_size: int = 1000) -> list[RunInfo]:
+        return self._pages([r for r in self.runs.values() if r.status not in DONE], page_size)
+
+    def list_changed_runs(self, since: datetime, *, page_size: int = 1000) -> list[RunInfo]:
+        changed = sorted((r for r in self.runs.values() if r.updated_at and r.updated_at >= since), key=_updated)
+        return self._pages(changed, page_size)
 
     def get_run(self, uuid: str, *, with_conditions: bool = True) -> RunInfo:
-        self.calls.append("get")
-        return RunInfo(uuid=uuid, name=uuid, status=self.status[uuid])
+        self.calls += ["get", "conditions"] if with_conditions else ["get"]
+        return self.runs[uuid].model_copy()
+
+    def run_conditions(self, uuid: str) -> list[StatusCondition]:
+        self.calls.append("conditions")
+        return [StatusCondition(type=self.runs[uuid].status, reason="Agent", message=None)]
 
     def metrics_summary(self, uuid: str) -> tuple[dict[str, float], int | None]:
         self.calls.append("metrics")
         return self.metrics.get(uuid, ({}, None))
 
-    def last_metrics(self, uuid: str) -> dict[str, float]:
-        return self.metrics_summary(uuid)[0]
-
     def tail_logs(self, uuid: str, *, lines: int = 50, since: datetime | None = None) -> LogTail:
         self.calls.append("logs")
-        at = self.log_at.get(uuid)
-        return LogTail(lines=[LogLine(timestamp=at, value="step")] if at else [])
+        return LogTail(lines=[])
+
+
+def _updated(run: RunInfo) -> datetime:
+    assert run.updated_at is not None
+    return run.updated_at
 
 
 class Clock:
@@ -92,9 +122,11 @@ def make_watcher(
         client=build_web_client(settings, BotMetrics()),
         clock=clock,
     )
+    # The card-edit throttle on the test's clock, so "a few seconds later" is the test's to say.
+    service.thread.edits = CardEdits(monotonic=lambda: clock.now.timestamp())
     for i in range(runs):
         uuid = f"uuid{i:04d}"
-        gateway.status[uuid] = "running"
+        gateway.put(uuid, status="running", ago_s=runs - i)  # submitted over the last minutes
         with sessions() as s:
             run = repos.create_run(
                 s,
@@ -113,34 +145,61 @@ def make_watcher(
                 last_activity_at=clock.now,
             )
         service.thread.post_card(run)
-    return Watcher(runs=service, clock=clock, stuck_after=timedelta(minutes=15), metrics_every=timedelta(0))
+    return Watcher(runs=service, clock=clock, stuck_after=timedelta(minutes=15))
 
 
-def test_one_list_request_per_tick_and_refreshes_capped_least_recent_first(
-    sessions: SessionFactory, standin: SlackStandIn
+@pytest.mark.parametrize("total", [10, 1200])
+def test_a_tick_makes_the_same_requests_whatever_the_number_of_active_runs(
+    sessions: SessionFactory, standin: SlackStandIn, total: int
 ) -> None:
-    gateway, clock = FakeGateway(), Clock()
-    total = MAX_REFRESHES_PER_TICK * 2 + 10
+    clock = Clock()
+    gateway = FakeGateway(clock)
     watcher = make_watcher(sessions, standin, gateway, clock, total)
-    refreshed: list[set[int]] = []
-    for _ in range(3):
+    first = watcher.tick()
+    # The first tick lists every active run (one request per 1,000) after reading the cursor.
+    assert gateway.calls == ["cursor"] + ["list"] * (total // 1000 + 1)
+    assert first.polyaxon_requests == len(gateway.calls) and first.transitions == 0
+    for _ in range(3):  # nothing changed in Polyaxon: one request, whatever the number of runs
+        clock.now += timedelta(seconds=5)
         gateway.calls.clear()
         stats = watcher.tick()
-        assert gateway.calls.count("list") == 1
-        assert stats.refreshed == MAX_REFRESHES_PER_TICK
-        assert gateway.calls.count("metrics") == MAX_REFRESHES_PER_TICK
-        refreshed.append({run_id for run_id, at in watcher.progress._refreshed_at.items() if at == clock.now})
-        clock.now += timedelta(seconds=10)
-    # Least recently refreshed first: the first two ticks touch disjoint runs, and three cover all of them.
-    assert not refreshed[0] & refreshed[1]
-    assert len(set().union(*refreshed)) == total
+        assert gateway.calls == ["list"] and stats.polyaxon_requests == 1 and stats.refreshed == 0
+    # Three runs log metrics (an outputs sync), one ends: still one list, plus what the ending needs.
+    clock.now += timedelta(seconds=5)
+    for i in range(3):
+        gateway.put(f"uuid{i:04d}", outputs={"loss": 2.0 - i / 10, "global_step": 10 * (i + 1)})
+    gateway.put(f"uuid{total - 1:04d}", status="succeeded")
+    gateway.calls.clear()
+    stats = watcher.tick()
+    assert sorted(gateway.calls) == ["conditions", "list", "metrics"]
+    assert (stats.refreshed, stats.transitions) == (3, 1)
+    with sessions() as s:
+        runs = {r.polyaxon_uuid: r for r in repos.list_recent_runs(s, limit=total)}
+    assert (runs["uuid0002"].last_metrics, runs["uuid0002"].last_step) == ({"loss": 1.8}, 30)
+    assert runs[f"uuid{total - 1:04d}"].status == "succeeded"
+    # The card shows the metrics the listing carried, without a request for them.
+    card = standin.message(DEFAULT_CHANNEL, runs["uuid0002"].card_ts or "")
+    assert "1.8" in str(card["blocks"])
+
+
+def test_the_cursor_never_passes_a_run_a_paged_list_may_have_missed() -> None:
+    base = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    listed = [
+        RunInfo(uuid=f"u{i}", name="r", status="running", updated_at=base + timedelta(seconds=i)) for i in range(5)
+    ]
+    assert next_cursor(None, listed, page_size=10) == base + timedelta(seconds=4)  # one page: its newest
+    # Two pages (page size 3): a run changed while they were read may have pushed another past the boundary.
+    assert next_cursor(None, listed, page_size=3) == base + timedelta(seconds=2)
+    assert next_cursor(base + timedelta(seconds=9), listed, page_size=10) == base + timedelta(seconds=9)  # never back
+    assert next_cursor(base, [], page_size=10) == base
 
 
 def test_stuck_is_flagged_once_and_a_finished_run_is_told_once(sessions: SessionFactory, standin: SlackStandIn) -> None:
-    gateway, clock = FakeGateway(), Clock()
+    clock = Clock()
+    gateway = FakeGateway(clock)
     watcher = make_watcher(sessions, standin, gateway, clock, 1)
     watcher.tick()
-    clock.now += timedelta(minutes=20)  # no new metric, no new log line
+    clock.now += timedelta(minutes=20)  # no new metric, no change in Polyaxon
     assert watcher.tick().stuck_flagged == 1
     clock.now += timedelta(minutes=20)
     assert watcher.tick().stuck_flagged == 0
@@ -148,7 +207,7 @@ def test_stuck_is_flagged_once_and_a_finished_run_is_told_once(sessions: Session
         [run] = repos.list_recent_runs(s, limit=1)
     replies = standin.replies(DEFAULT_CHANNEL, run.card_ts or "")
     assert sum("Possibly stuck" in str(m.get("text")) for m in replies) == 1
-    gateway.status["uuid0000"] = "succeeded"
+    gateway.put("uuid0000", status="succeeded")
     gateway.metrics["uuid0000"] = ({"eval_loss": 1.5, "loss": 1.2}, 40)
     assert watcher.tick().transitions == 1
     assert watcher.tick().transitions == 0  # no longer active: not asked again
@@ -159,17 +218,36 @@ def test_stuck_is_flagged_once_and_a_finished_run_is_told_once(sessions: Session
     assert sum("*succeeded*" in str(m.get("text")) for m in replies) == 1
 
 
-def test_a_log_line_counts_as_activity(sessions: SessionFactory, standin: SlackStandIn) -> None:
-    gateway, clock = FakeGateway(), Clock()
+def test_a_run_polyaxon_keeps_changing_is_not_stuck(sessions: SessionFactory, standin: SlackStandIn) -> None:
+    clock = Clock()
+    gateway = FakeGateway(clock)
     watcher = make_watcher(sessions, standin, gateway, clock, 1)
-    for _ in range(4):
+    for step in range(4):
         clock.now += timedelta(minutes=10)
-        gateway.log_at["uuid0000"] = clock.now  # the job keeps printing, without new metrics
+        gateway.put("uuid0000", outputs={"loss": 1.0, "global_step": step})  # synced metrics, even unchanged ones
         assert watcher.tick().stuck_flagged == 0
+    clock.now += timedelta(minutes=16)
+    assert watcher.tick().stuck_flagged == 1
+
+
+def test_a_run_that_ended_while_the_bot_was_down_is_read_once(sessions: SessionFactory, standin: SlackStandIn) -> None:
+    clock = Clock()
+    gateway = FakeGateway(clock)
+    make_watcher(sessions, standin, gateway, clock, 2)
+    gateway.put("uuid0001", status="failed")
+    # A new process: its first tick lists the active runs; the run no longer among them is read on its own.
+    watcher = make_watcher(sessions, standin, gateway, clock, 0)
+    gateway.calls.clear()
+    stats = watcher.tick()
+    assert stats.transitions == 1
+    assert gateway.calls.count("get") == 1 and gateway.calls.count("list") == 1
+    with sessions() as s:
+        assert {r.polyaxon_uuid: r.status for r in repos.list_recent_runs(s, limit=2)}["uuid0001"] == "failed"
 
 
 def test_a_crash_between_post_and_record_is_not_posted_twice(sessions: SessionFactory, standin: SlackStandIn) -> None:
-    gateway, clock = FakeGateway(), Clock()
+    clock = Clock()
+    gateway = FakeGateway(clock)
     watcher = make_watcher(sessions, standin, gateway, clock, 2)
     watcher.recover_after = timedelta(0)  # the crash is long past
     with sessions() as s:
@@ -202,7 +280,8 @@ def test_a_crash_between_post_and_record_is_not_posted_twice(sessions: SessionFa
 def test_a_transition_being_told_right_now_is_left_to_its_teller(
     sessions: SessionFactory, standin: SlackStandIn
 ) -> None:
-    gateway, clock = FakeGateway(), Clock()
+    clock = Clock()
+    gateway = FakeGateway(clock)
     watcher = make_watcher(sessions, standin, gateway, clock, 1)
     with sessions() as s:
         [run] = repos.list_recent_runs(s, limit=1)
