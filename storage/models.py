@@ -25,7 +25,11 @@ class Run(SQLModel, table=True):
     __tablename__ = "runs"
     # One row per attempt of a retried run: a second replica (or a restarted bot) cannot start the same attempt
     # twice, so the recipe's retry budget holds whatever crashes.
-    __table_args__ = (sa.UniqueConstraint("first_attempt_id", "attempt", name="uq_runs_first_attempt_attempt"),)
+    __table_args__ = (
+        sa.UniqueConstraint("first_attempt_id", "attempt", name="uq_runs_first_attempt_attempt"),
+        # The watcher's retry check (failed runs of the last day) and the digest's finished runs by period.
+        sa.Index("ix_runs_status_finished_at", "status", "finished_at"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(max_length=128, unique=True, description="Polyaxon run name = idempotency key")
@@ -264,7 +268,7 @@ class Registration(SQLModel, table=True):
     run_id: int = Field(foreign_key="runs.id", index=True)
     artifacts: list[str] = _json(list)
     polyaxon_version: str | None = Field(default=None, max_length=128)
-    registered_at: datetime = _created()
+    registered_at: datetime = _created(index=True)  # the digest's registrations of the period
 
 
 class DigestSchedule(SQLModel, table=True):
