@@ -1,73 +1,109 @@
-"""Throughput of `python -m trainer` vs a plain TRL `SFTTrainer` script vs a hand-written torch loop.
+"""Throughput of `python -m trainer` on a recipe's real flags vs bare TRL `SFTTrainer` vs a hand-written loop.
 
-    .venv/bin/python bench/trainer.py [--steps 40] [--rounds 2] [--model DIR] [--json OUT.json]
+    .venv/bin/python bench/trainer.py [--recipe sft-tiny] [--rounds 5] [--warmup 1] [--threads N]
+                                      [--model DIR] [--json OUT.json] [--flag NAME=VALUE …]
 
-All three train the same tiny model (built by `trainer.tiny_model` unless `--model` is given) on the
-same tiny-chat data with the same config (batch, max length, lr, seed, fp32, no checkpoints) in one
-process; the variants alternate for `--rounds` rounds and the best tokens/s of each is kept, which
-damps the noise of a shared machine. Tokens are the non-padding input tokens (TRL's `num_tokens`).
-Printed: tokens/s of each, `trainer / sft_trainer` (target >= 0.98) and `sft_trainer / torch_loop`.
+- `recipe`: `python -m trainer`'s entry point (`trainer.__main__.run`, in this process) with the exact
+  arguments the recipe's component passes, compiled by the catalog as `run recipe=NAME` would (optimizer,
+  save and eval cadence, retention, eval contract, max length, batch size, logging steps, pins). Only the
+  model folder (built here by `trainer.tiny_model` unless `--model` is given) and the output folder differ.
+- `sft_trainer`: a bare TRL script, `SFTTrainer` on `SFTConfig`'s defaults (fused AdamW, no evaluation,
+  a save every 500 steps and one at the end), given only what shapes the batches and the schedule from
+  the recipe (max steps, batch size, max length, learning rate, seed) and what a CPU needs (fp32, no
+  activation checkpointing: TRL's default recomputes activations, which is a memory choice, not overhead).
+- `torch_loop`: a hand-written loop (fused AdamW, linear decay, grad clipping at 1.0, no evaluation or
+  checkpoints) on the batches of that `SFTTrainer`'s data loader, collated before the clock starts.
+
+All three see identical batches (the same data, seed, max length and batch size); tokens are the
+non-padding input tokens (TRL's `num_tokens`), checked equal across the variants. The trainers' time is
+their `train_runtime`, which includes the evaluations and checkpoints the recipe asks for during training.
+The variants run interleaved, each round in a rotated order, for `--rounds` rounds after `--warmup` rounds
+that are not counted (the first trainings in a process run several times slower); printed are the median
+and min-max of each one's tokens/s and of the per-round ratios. The headline is `recipe / torch_loop`
+(target >= 0.97). On a machine other work shares, `--threads 1` steadies the figures: torch's threads
+otherwise wait on each other whenever a core is taken. `--flag NAME=VALUE` replaces a compiled argument,
+to measure what one choice of the recipe costs (e.g. `--flag optim=adamw_torch`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import math
+import os
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-DATA = REPO / "manifests" / "datasets" / "tiny-chat"
+TARGET = 0.97
+VARIANTS = ("recipe", "sft_trainer", "torch_loop")
+# The recipe's values that shape the batches and the schedule; everything else is SFTConfig's default.
+SHAPE: dict[str, Callable[[str], Any]] = {
+    "max_steps": int,
+    "per_device_train_batch_size": int,
+    "max_length": int,
+    "learning_rate": float,
+    "seed": int,
+}
+SHOWN = ("optim", "max_steps", "per_device_train_batch_size", "max_length", "save_steps", "eval_steps", "logging_steps")
 
 
-def common(steps: int) -> dict[str, Any]:
-    """The training config every variant uses."""
-    return {
-        "max_steps": steps,
-        "learning_rate": 3e-3,
-        "per_device_train_batch_size": 8,
-        "max_length": 128,
-        "logging_steps": 10,
-        "seed": 7,
-        "save_strategy": "no",
-        "report_to": "none",
-        "bf16": False,
-        "assistant_only_loss": True,
-        "disable_tqdm": True,
-        "dataloader_num_workers": 0,
-    }
+def recipe_argv(recipe: str) -> list[str]:
+    """The container arguments of `run recipe=NAME` as the catalog compiles them for Polyaxon."""
+    from bot.catalog import Catalog
+    from bot.grammar import RunCommand
+    from bot.polyaxon.spec import to_pod_spec
+
+    plan = Catalog.load(REPO / "manifests").plan(RunCommand(recipe=recipe), require_local=False)
+    container = to_pod_spec(plan.operation)["batchJobSpec"]["template"]["spec"]["containers"][0]
+    if container["command"] != ["python", "-m", "trainer"]:
+        raise SystemExit(f"recipe {recipe} does not run `python -m trainer`: {container['command']}")
+    return [str(arg) for arg in container["args"]]
 
 
-def run_ours(model: Path, steps: int, out: Path) -> float:
-    """`python -m trainer` (its `run` entry point, in this process); return tokens/s of training."""
+def flag_values(argv: list[str]) -> dict[str, str]:
+    """`--name=value` arguments as a dict (the component writes every flag that way)."""
+    return dict(arg.removeprefix("--").split("=", 1) for arg in argv)
+
+
+def with_flags(argv: list[str], **values: Any) -> list[str]:
+    """`argv` with these flags' values replaced (or appended)."""
+    merged = {**flag_values(argv), **{name: str(value) for name, value in values.items()}}
+    return [f"--{name}={value}" for name, value in merged.items()]
+
+
+def run_recipe(argv: list[str], model: Path, out: Path) -> tuple[float, int]:
+    """`python -m trainer` with the recipe's arguments; return (tokens/s of training, tokens)."""
     from trainer.__main__ import run
 
-    flags = {**common(steps), "model_name_or_path": model, "dataset_name": DATA, "output_dir": out}
-    argv: list[str] = []
-    for key, value in flags.items():
-        argv += [f"--{key}", str(value)]
-    assert run(argv) == 0
+    assert run(with_flags(argv, model_name_or_path=model, output_dir=out)) == 0
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     metrics = [r["metrics"] for r in records if r["kind"] == "metrics"]
-    tokens = max(m["num_tokens"] for m in metrics if "num_tokens" in m)
+    tokens = int(max(m["num_tokens"] for m in metrics if "num_tokens" in m))
     runtime = next(m["train_runtime"] for m in metrics if "train_runtime" in m)
-    return float(tokens / runtime)
+    return tokens / runtime, tokens
 
 
-def plain_sft_trainer(model: Path, steps: int, out: Path) -> Any:
-    """A plain TRL script: load model, tokenizer and data, build an `SFTTrainer`."""
+def bare_sft_trainer(argv: list[str], model: Path, out: Path) -> Any:
+    """A bare TRL script: `SFTTrainer` on SFTConfig's defaults plus the recipe's batch and schedule shape."""
     from datasets import load_dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
-    args = SFTConfig(output_dir=str(out), gradient_checkpointing=False, **common(steps))
-    dataset = load_dataset("json", data_files={"train": str(DATA / "train.jsonl")}, split="train")
+    flags = flag_values(argv)
+    shape = {name: convert(flags[name]) for name, convert in SHAPE.items()}
+    args = SFTConfig(output_dir=str(out), bf16=False, gradient_checkpointing=False, disable_tqdm=True, **shape)
+    data = Path(flags["dataset_name"]) / f"{flags['dataset_split']}.jsonl"
+    dataset = load_dataset("json", data_files={"train": str(data)}, split="train")
     return SFTTrainer(
         model=AutoModelForCausalLM.from_pretrained(model, dtype="float32"),
         args=args,
@@ -76,91 +112,148 @@ def plain_sft_trainer(model: Path, steps: int, out: Path) -> Any:
     )
 
 
-def run_sft_trainer(model: Path, steps: int, out: Path) -> float:
-    """Train with the plain script; return tokens/s."""
-    trainer = plain_sft_trainer(model, steps, out)
+def run_sft_trainer(argv: list[str], model: Path, out: Path) -> tuple[float, int]:
+    """Train with the bare script; return (tokens/s, tokens)."""
+    trainer = bare_sft_trainer(argv, model, out)
     result = trainer.train()
-    tokens = max(entry["num_tokens"] for entry in trainer.state.log_history if "num_tokens" in entry)
-    return float(tokens / result.metrics["train_runtime"])
+    tokens = int(max(entry["num_tokens"] for entry in trainer.state.log_history if "num_tokens" in entry))
+    return tokens / result.metrics["train_runtime"], tokens
 
 
-def run_torch_loop(model: Path, steps: int, out: Path) -> float:
-    """A hand-written loop (fused AdamW, linear decay, grad clipping) on the SFTTrainer's exact batches."""
+def run_torch_loop(argv: list[str], model: Path, out: Path) -> tuple[float, int]:
+    """A hand-written loop (fused AdamW, linear decay, grad clipping) on the SFTTrainer's batches."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    flags = flag_values(argv)
+    steps, lr = int(flags["max_steps"]), float(flags["learning_rate"])
     batches: list[Any] = []
-    loader = plain_sft_trainer(model, steps, out).get_train_dataloader()
+    loader = bare_sft_trainer(argv, model, out).get_train_dataloader()
     while len(batches) < steps:
-        for batch in loader:
-            batches.append(batch)
-            if len(batches) == steps:
-                break
-    torch.manual_seed(7)
+        batches.extend(batch for batch, _ in zip(loader, range(steps - len(batches)), strict=False))
+    torch.manual_seed(int(flags["seed"]))
     net = AutoModelForCausalLM.from_pretrained(model, dtype="float32")
     net.train()
-    optimizer = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=0.0, fused=True)
+    optimizer = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=0.0, fused=True)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, 1 - step / steps))
-    tokens = 0
+    tokens = sum(int(batch["attention_mask"].sum()) for batch in batches)
     start = time.perf_counter()
     for batch in batches:
-        output = net(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"), labels=batch["labels"])
+        output = net(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
         output.loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
         optimizer.step()
         schedule.step()
         optimizer.zero_grad(set_to_none=True)
-        mask = batch.get("attention_mask")
-        tokens += int(mask.sum()) if mask is not None else batch["input_ids"].numel()
     elapsed = time.perf_counter() - start
     assert math.isfinite(float(output.loss))
-    return tokens / elapsed
+    return tokens / elapsed, tokens
+
+
+RUNNERS: dict[str, Callable[[list[str], Path, Path], tuple[float, int]]] = {
+    "recipe": run_recipe,
+    "sft_trainer": run_sft_trainer,
+    "torch_loop": run_torch_loop,
+}
+
+
+def summary(values: list[float], digits: int = 3) -> dict[str, float]:
+    """Median, min and max."""
+    return {key: round(f(values), digits) for key, f in (("median", statistics.median), ("min", min), ("max", max))}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the bench and print the ratios."""
+    """Run the variants interleaved and print tokens/s and the ratios."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--recipe", default="sft-tiny", help="catalog recipe whose component arguments to run")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="rounds run first and not counted (the first runs in a process are slow)"
+    )
+    parser.add_argument(
+        "--flag", action="append", default=[], metavar="NAME=VALUE", help="replace one compiled argument (experiments)"
+    )
     parser.add_argument("--model", type=Path, default=None, help="model folder (default: build the tiny model)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch intra-op threads (default: torch's own, one per core)"
+    )
+    parser.add_argument("--verbose", action="store_true", help="show the trainers' own output")
     args = parser.parse_args(argv)
 
-    import logging
-    import os
-
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("POLYAXON_NO_CONFIG", "true")
+    os.environ.pop("POLYAXON_RUN_INSTANCE", None)  # track to the JSONL file only, as outside a run
+    os.chdir(REPO)  # the compiled arguments name the recipe's data relative to the repository
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    flags = with_flags(recipe_argv(args.recipe), **dict(item.split("=", 1) for item in args.flag))
+    shown = {name: flag_values(flags)[name] for name in SHOWN}
+    print(f"recipe {args.recipe}: " + " ".join(f"--{k}={v}" for k, v in shown.items()) + " …")
+    rates: dict[str, list[float]] = {name: [] for name in VARIANTS}
     with tempfile.TemporaryDirectory(prefix="bench-trainer-") as tmp:
         root = Path(tmp)
         model = args.model
         if model is None:
             from trainer.tiny_model import build_tiny_model
 
-            model = build_tiny_model(root / "tiny-llama")
-        variants = {"trainer": run_ours, "sft_trainer": run_sft_trainer, "torch_loop": run_torch_loop}
-        best: dict[str, float] = dict.fromkeys(variants, 0.0)
-        for round_index in range(args.rounds):
-            for name, variant in variants.items():
-                rate = variant(model, args.steps, root / f"{name}-{round_index}")
-                best[name] = max(best[name], rate)
-                logging.getLogger("bench").warning("round %d %s: %.0f tokens/s", round_index, name, rate)
-    figures = {
-        "steps": args.steps,
-        "rounds": args.rounds,
-        "tokens_per_s": {name: round(rate, 1) for name, rate in best.items()},
-        "trainer_over_sft_trainer": round(best["trainer"] / best["sft_trainer"], 3),
-        "sft_trainer_over_torch_loop": round(best["sft_trainer"] / best["torch_loop"], 3),
-        "trainer_over_torch_loop": round(best["trainer"] / best["torch_loop"], 3),
+            with contextlib.redirect_stderr(io.StringIO()):
+                model = build_tiny_model(root / "tiny-llama")
+        for index in range(-args.warmup, args.rounds):
+            order = VARIANTS[index % 3 :] + VARIANTS[: index % 3]  # rotated, so no variant always runs first
+            tokens: dict[str, int] = {}
+            for name in order:
+                with contextlib.ExitStack() as quiet:
+                    if not args.verbose:
+                        quiet.enter_context(contextlib.redirect_stdout(io.StringIO()))
+                        quiet.enter_context(contextlib.redirect_stderr(io.StringIO()))
+                    rate, tokens[name] = RUNNERS[name](flags, model, root / f"{name}-{index}")
+                if index >= 0:
+                    rates[name].append(rate)
+            if len(set(tokens.values())) != 1:
+                raise SystemExit(f"round {index}: the variants saw different batches (tokens {tokens})")
+            if index < 0:
+                print(f"warm-up round: {tokens['recipe']} tokens each, not counted")
+                continue
+            ratio = rates["recipe"][-1] / rates["torch_loop"][-1]
+            line = "  ".join(f"{name} {rates[name][-1]:7.0f}" for name in VARIANTS)
+            print(
+                f"round {index + 1}/{args.rounds} ({tokens['recipe']} tokens): {line} tokens/s  recipe/loop {ratio:.3f}"
+            )
+
+    ratios = {
+        "recipe_over_torch_loop": [a / b for a, b in zip(rates["recipe"], rates["torch_loop"], strict=True)],
+        "recipe_over_sft_trainer": [a / b for a, b in zip(rates["recipe"], rates["sft_trainer"], strict=True)],
+        "sft_trainer_over_torch_loop": [a / b for a, b in zip(rates["sft_trainer"], rates["torch_loop"], strict=True)],
     }
-    for name, rate in best.items():
-        print(f"{name:>12}: {rate:9.0f} tokens/s")
-    print(f"python -m trainer / SFTTrainer : {figures['trainer_over_sft_trainer']:.3f}  (target >= 0.98)")
-    print(f"SFTTrainer / torch loop        : {figures['sft_trainer_over_torch_loop']:.3f}")
-    print(f"python -m trainer / torch loop : {figures['trainer_over_torch_loop']:.3f}")
-    print("GPU bench (MFU of the 135M model in bf16): not run, no GPU lent to this task")
+    figures = {
+        "recipe": args.recipe,
+        "flags": shown,
+        "rounds": args.rounds,
+        "threads": args.threads or "torch default",
+        "target_recipe_over_torch_loop": TARGET,
+        "tokens_per_s": {name: summary(values, 1) for name, values in rates.items()},
+        "ratios": {name: summary(values) for name, values in ratios.items()},
+    }
+    print_figures(figures)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
+
+
+def print_figures(figures: dict[str, Any]) -> None:
+    """The table of tokens/s and per-round ratios, and the headline against the target."""
+    print(f"{'tokens/s':<28} {'median':>9} {'min':>9} {'max':>9}")
+    for name, stats in figures["tokens_per_s"].items():
+        print(f"{name:<28} {stats['median']:9.0f} {stats['min']:9.0f} {stats['max']:9.0f}")
+    print(f"{'ratio, per round':<28} {'median':>9} {'min':>9} {'max':>9}")
+    for name, stats in figures["ratios"].items():
+        print(f"{name:<28} {stats['median']:9.3f} {stats['min']:9.3f} {stats['max']:9.3f}")
+    headline = figures["ratios"]["recipe_over_torch_loop"]["median"]
+    verdict = "met" if headline >= TARGET else "NOT met"
+    print(f"headline recipe / torch loop: {headline:.3f} median (target >= {TARGET}: {verdict})")
 
 
 if __name__ == "__main__":

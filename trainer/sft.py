@@ -203,9 +203,10 @@ def configure_retention(training_args: Any, contract: EvalContract | None, keep_
 def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) -> int:
     """Train, checkpoint, evaluate and track one SFT run; return the process exit code."""
     import transformers
-    from trl import SFTTrainer, get_peft_config
+    from trl import get_peft_config
 
     from trainer.callbacks import CheckpointMetaCallback, StopOnSignalCallback, TrackingCallback
+    from trainer.lean import LeanSFTTrainer
     from trainer.probe import RankProbeCallback
     from trainer.tracking import (
         JsonlSink,
@@ -300,7 +301,7 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
     # The preflight's probe runs after the checkpoint callback: it may hold a rank once a checkpoint is marked.
     probe = RankProbeCallback.from_env(os.environ)
 
-    trainer = SFTTrainer(
+    trainer = LeanSFTTrainer(
         model=model,
         args=training_args,
         train_dataset=train_dataset,
