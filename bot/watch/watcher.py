@@ -131,9 +131,9 @@ class Watcher:
         from bot.polyaxon import GatewayError
 
         with self.sessions() as s:
-            active = [r for r in repos.list_active_runs(s) if r.polyaxon_uuid]
-        stats.active = len(active)
-        if not active:
+            heads = repos.active_run_heads(s)
+        stats.active = len(heads)
+        if not heads:
             self.feed.forget()
             return None
         try:
@@ -144,9 +144,27 @@ class Watcher:
             stats.errors.append(str(exc))
             return None
         stats.polyaxon_requests += remote.requests
-        # A sweep is followed as a whole (bot.sweeps); its trials are not in `active` at all.
-        active = [r for r in active if r.kind != "sweep"]
         now = self.clock()
+        # Only the runs this tick has something to do with are loaded whole: those Polyaxon changed (all, after a
+        # full list), those waiting to start (their deadline) and those that may be stuck. A sweep is followed as
+        # a whole (bot.sweeps); its trials are not active runs at all.
+        wanted = [
+            head.id
+            for head in heads
+            if head.kind != "sweep"
+            and (
+                remote.complete
+                or head.polyaxon_uuid in remote.runs
+                or head.status in WAITING
+                or (
+                    head.status in RUNNING
+                    and not head.stuck_flagged
+                    and now - head.moved_at >= self.progress.stuck_after
+                )
+            )
+        ]
+        with self.sessions() as s:
+            active = repos.get_runs(s, wanted)
         # Runs that have not started: new status conditions told, start deadlines enforced.
         try:
             stats.polyaxon_requests += self.failures.watch_waiting(active, remote, now)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -79,6 +80,40 @@ def list_active_runs(session: Session, *, requester: str | None = None) -> Seque
     if requester is not None:
         stmt = stmt.where(Run.requester == requester)
     return session.exec(stmt.order_by(col(Run.id))).all()
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveHead:
+    """What the watcher needs to know of an active run before deciding to load it whole."""
+
+    id: int
+    polyaxon_uuid: str
+    status: str
+    kind: str
+    moved_at: datetime  # when the run last moved: its last activity, else its start, else its creation
+    stuck_flagged: bool
+
+
+def active_run_heads(session: Session) -> list[ActiveHead]:
+    """The active runs Polyaxon has (a sweep's trials excluded), a few plain columns each: no JSON decoded."""
+    columns = (Run.id, Run.polyaxon_uuid, Run.status, Run.kind, Run.last_activity_at, Run.started_at, Run.created_at)
+    stmt = sql_select(*(col(c) for c in (*columns, Run.stuck_flagged_at))).where(
+        col(Run.status).in_(ACTIVE_STATUSES), col(Run.sweep_id).is_(None), col(Run.polyaxon_uuid).is_not(None)
+    )
+    return [
+        ActiveHead(row[0], row[1], row[2], row[3], row[4] or row[5] or row[6], row[7] is not None)
+        for row in session.execute(stmt.order_by(col(Run.id)))
+    ]
+
+
+def get_runs(session: Session, ids: Sequence[int], *, chunk: int = 1000) -> list[Run]:
+    """Runs by id, in id order (one statement per `chunk` ids)."""
+    runs: list[Run] = []
+    ordered = sorted(set(ids))
+    for start in range(0, len(ordered), chunk):
+        part = ordered[start : start + chunk]
+        runs += session.exec(select(Run).where(col(Run.id).in_(part)).order_by(col(Run.id))).all()
+    return runs
 
 
 def list_recent_runs(session: Session, *, limit: int = 100) -> Sequence[Run]:
