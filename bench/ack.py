@@ -1,230 +1,223 @@
-"""Ack latency under a burst: this app vs a bare Bolt app that only acks, in the same run.
+"""Ack latency under bursts of `/finetune help` and `/finetune run`: this app vs a bare Bolt app that only acks.
 
-    .venv/bin/python -m bench.ack [--burst 100] [--rounds 6]
+    .venv/bin/python -m bench.ack [--burst 100] [--run-burst 40] [--rounds 6] [--standing 20] [--watch-interval 2]
 
-Each app runs in its own process behind the same waitress server (as `finetune-bot serve` does);
-this process plays Slack: the Web API stand-in (which receives the bot's replies) and a client
-that fires `--burst` signed `/finetune help` commands at once. Bursts alternate between the two
-apps (ABBA), and the next burst waits until this app's replies are all in. Prints p50/p95/p99 per
-app over all bursts, the p99 ratio (pooled, and per burst) and the number of acks over 3 s.
-Targets: p99 ratio <= 1.2 and no ack over 3 s.
+finetune-bot is `finetune-bot serve` itself (`python -m bot.cli serve`, HTTP on waitress, its INFO logging to a
+file, its runtime: Polyaxon gateway, watcher and scheduler in the serving process), on a SQLite file and a
+local Polyaxon server that the bench starts (`LocalPolyaxonStack`) with no agent: a submitted run is compiled
+and stays `queued`, nothing trains. The bare app is Bolt behind the same waitress server, and only acks.
+This process plays Slack: the Web API stand-in (which receives the bot's replies, cards and thread posts)
+and a client that fires a burst of signed commands at once.
+
+- `help` bursts: `--burst` commands.
+- `run` bursts: `--run-burst` commands `run recipe=sft-tiny seed=K`, K unique over the whole bench. A run is
+  named after its delivery (the slash command's trigger_id is in the key, so two deliveries never share a
+  run), and the seeds make every command's text distinct too. Each goes through the catalog, the gates and
+  the gateway to the local Polyaxon server; the bot's reply (`Planned sft-tiny as …`) comes once Polyaxon has
+  the run.
+
+Warm-up: one `help` burst at each app, and `--standing` runs that stay queued for the whole bench, so the
+watcher (every `--watch-interval` s instead of serve's 10 s, so that its ticks overlap bursts) always
+has runs to poll. After each `run` burst of finetune-bot the bench waits for its replies, reports the burst's
+runs `stopped` to Polyaxon (as the agent does after a stop; again if the first write did not hold) and waits
+(at most 30 s) until the watcher has told every one, so the next burst meets the same standing set and no
+backlog; a run still untold then is counted and left out of later waits. Each round sends one burst pair per
+kind, in ABBA order (the app first in even rounds, second in odd ones) to cancel drift in the machine's
+background load. The first run builds sft-tiny's tiny Llama if missing. Default: about 3-4 min on 2 cores.
+
+Prints, per kind: p50/p95/p99 per app, each burst pair's p99 ratio (finetune-bot / bare) with the median
+and min-max, the pooled p99 ratio, and the acks over 3 s; finetune-bot's own ack timing from serve's log;
+whether every command was answered and every run planned; serve's warnings and errors.
+Targets: p99 ratio <= 1.2 and no ack over 3 s (exit status 0 when met and nothing was lost).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-REPO = Path(__file__).resolve().parents[1]
-SIGNING_SECRET = "bench-signing-secret-0123456789abcdef"
-ACK_DEADLINE_S = 3.0
+from bench.ack_report import Results, percentile, print_latencies, print_ratios
+from bench.ack_stack import RECIPE, SIGNING_SECRET, FullBot, build_recipe_assets, serve_bare, start_bare
 
+if TYPE_CHECKING:
+    from bot.local.slack import SlackStandIn
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def serve(variant: str, port: int, base_url: str, bot_token: str, workdir: Path) -> None:
-    """Child process: serve one variant on 127.0.0.1:port until killed."""
-    from pydantic import SecretStr
-    from slack_bolt import Ack, App
-    from slack_bolt.adapter.wsgi import SlackRequestHandler
-    from slack_sdk import WebClient
-
-    from bot.settings import FinetuneSettings, Settings, SlackSettings
-    from bot.web import HttpServer, build_http_server, freeze_startup_heap
-
-    if variant == "bare":
-        bare = App(client=WebClient(token=bot_token, base_url=base_url), signing_secret=SIGNING_SECRET)
-
-        @bare.command("/finetune")
-        def only_ack(ack: Ack) -> None:
-            ack()
-
-        HttpServer(SlackRequestHandler(bare), "127.0.0.1", port).serve_forever()
-        return
-
-    from bot.catalog import Catalog
-    from bot.services import Services
-    from storage.db import SessionFactory, make_engine
-    from storage.migrate import upgrade
-
-    settings = Settings(
-        slack=SlackSettings(
-            bot_token=SecretStr(bot_token),
-            signing_secret=SecretStr(SIGNING_SECRET),
-            app_token=None,
-            api_base_url=base_url,
-        ),
-        finetune=FinetuneSettings(database_url=f"sqlite:///{workdir / 'bench.db'}", catalog_dir=REPO / "manifests"),
-    )
-    engine = make_engine(settings.finetune.database_url)
-    upgrade(engine)
-    services = Services(sessions=SessionFactory(engine), catalog=Catalog.load(settings.finetune.catalog_dir))
-    from bot.app import build_app
-
-    server = build_http_server(settings, services, "127.0.0.1", port, app=build_app(settings, services))
-    freeze_startup_heap()  # as run_serve does
-    server.serve_forever()
+KINDS = ["help", "run"]
+PLANNED = f"Planned {RECIPE} as"
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[index]
+def _burst(url: str, texts: list[str], standin: SlackStandIn) -> list[float]:
+    """Send every text as a signed `/finetune` at once; the ack latencies (s)."""
+    from bot.local.slack import SlackSender
 
-
-def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("server did not start")
-
-
-def _burst(url: str, size: int, standin: object) -> list[float]:
-    from bot.local.slack import SlackSender, SlackStandIn
-
-    assert isinstance(standin, SlackStandIn)
     sender = SlackSender(url, SIGNING_SECRET, standin=standin)
-    start = threading.Barrier(size)
+    start = threading.Barrier(len(texts))
 
-    def one(_i: int) -> float:
+    def one(text: str) -> float:
         start.wait()
-        sent = sender.slash_command("help")
+        sent = sender.slash_command(text)
         if sent.status != 200:
             raise RuntimeError(f"ack failed: HTTP {sent.status}")
         return sent.elapsed_s
 
-    with ThreadPoolExecutor(size) as pool:
-        return list(pool.map(one, range(size)))
+    with ThreadPoolExecutor(len(texts)) as pool:
+        return list(pool.map(one, texts))
 
 
-def _wait_replies(standin: object, count: int, timeout: float = 30.0) -> int:
-    from bot.local.slack import SlackStandIn
-
-    assert isinstance(standin, SlackStandIn)
+def _wait_replies(standin: SlackStandIn, count: int, timeout: float) -> int:
     deadline = time.monotonic() + timeout
     while len(standin.response_url_posts()) < count and time.monotonic() < deadline:
         time.sleep(0.05)
     return len(standin.response_url_posts())
 
 
+class Bench:
+    """Drives the bursts; finetune-bot's replies are counted as they are awaited."""
+
+    def __init__(self, args: argparse.Namespace, standin: SlackStandIn, bot: FullBot, bare_url: str) -> None:
+        self.args = args
+        self.standin = standin
+        self.bot = bot
+        self.urls = {"full": bot.url, "bare": bare_url}
+        self.seeds: Iterator[int] = itertools.count()
+        self.expected = 0
+        self.standing: set[str] = set()
+        # Runs the bot still held active after the wait (a transition it missed): left out of later waits.
+        self.stuck: set[str] = set()
+        self.settle_s: list[float] = []
+
+    def texts(self, kind: str, size: int) -> list[str]:
+        """A burst's command texts: `help`, or runs that differ by seed."""
+        if kind == "help":
+            return ["help"] * size
+        return [f"run recipe={RECIPE} seed={next(self.seeds)}" for _ in range(size)]
+
+    def burst(self, kind: str, app: str, size: int) -> list[float]:
+        """One burst; at finetune-bot, wait until its work is over (replies, and the runs ended and told)."""
+        values = _burst(self.urls[app], self.texts(kind, size), self.standin)
+        if app == "full":
+            self.expected += size
+            _wait_replies(self.standin, self.expected, timeout=30 + (2.0 * size if kind == "run" else 0.0))
+            if kind == "run" and self.standing:
+                self.settle()
+        return values
+
+    def settle(self) -> None:
+        """Wait until the watcher has told every change of finetune-bot's runs; note the runs it never did."""
+        started = time.monotonic()
+        unsettled = self.bot.settle(self.standing, ignore=self.stuck)
+        self.settle_s.append(time.monotonic() - started)
+        for line in self.bot.describe(unsettled):
+            print(f"» not settled after {self.settle_s[-1]:.0f} s: {line}", file=sys.stderr, flush=True)
+        self.stuck |= unsettled
+
+    def warm_up(self) -> None:
+        """Imports, thread pools grown to burst size, first-use paths; the standing runs."""
+        for app in self.urls:
+            self.burst("help", app, self.args.burst)
+        self.burst("run", "bare", self.args.standing)
+        self.burst("run", "full", self.args.standing)
+        self.standing = set(self.bot.active_runs())
+        self.settle()
+
+    def measure(self) -> Results:
+        """`--rounds` rounds of one burst pair per kind, ABBA."""
+        results = Results()
+        for round_no in range(self.args.rounds):
+            order = ("full", "bare") if round_no % 2 == 0 else ("bare", "full")
+            for kind in KINDS:
+                size = self.args.burst if kind == "help" else self.args.run_burst
+                values: dict[str, list[float]] = {}
+                for app in order:
+                    values[app] = self.burst(kind, app, size)
+                    time.sleep(0.3)
+                results.add_pair(kind, values["full"], values["bare"])
+        return results
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark (or, with --serve, be one of its servers)."""
+    """Run the benchmark (or, with --serve bare, be its bare app)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--burst", type=int, default=100, help="concurrent slash commands per burst")
-    parser.add_argument("--rounds", type=int, default=6, help="bursts per app (alternating, ABBA order)")
-    parser.add_argument("--serve", choices=["full", "bare"], help=argparse.SUPPRESS)
+    parser.add_argument("--burst", type=int, default=100, help="concurrent `help` commands per burst")
+    parser.add_argument("--run-burst", type=int, default=40, help="concurrent `run` commands per burst")
+    parser.add_argument("--rounds", type=int, default=6, help="burst pairs per kind (ABBA order)")
+    parser.add_argument("--standing", type=int, default=20, help="runs that stay queued throughout (>= 1)")
+    parser.add_argument("--watch-interval", type=float, default=2.0, help="the watcher's tick, seconds")
+    parser.add_argument("--serve", choices=["bare"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
-    parser.add_argument("--workdir", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
-        serve(args.serve, args.port, args.base_url, os.environ["BENCH_BOT_TOKEN"], args.workdir)
+        serve_bare(args.port, args.base_url, os.environ["BENCH_BOT_TOKEN"])
         return 0
-
+    if args.standing < 1:
+        parser.error("--standing must be at least 1")
+    os.environ["POLYAXON_NO_CONFIG"] = "true"
     from bot.local.slack import SlackStandIn
 
+    build_recipe_assets()
+    started = time.monotonic()
     standin = SlackStandIn().start()
-    procs: dict[str, subprocess.Popen[bytes]] = {}
-    urls: dict[str, str] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-ack-") as tmp:
+        bot = FullBot(
+            Path(tmp), base_url=standin.base_url, bot_token=standin.bot_token, watch_interval_s=args.watch_interval
+        )
+        bare = None
         try:
-            for variant in ("full", "bare"):
-                port = _free_port()
-                env = {
-                    **os.environ,
-                    "BENCH_BOT_TOKEN": standin.bot_token,
-                    "POLYAXON_NO_CONFIG": "true",
-                    "PYTHONPATH": str(REPO),
-                }
-                procs[variant] = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "bench.ack",
-                        "--serve",
-                        variant,
-                        "--port",
-                        str(port),
-                        "--base-url",
-                        standin.base_url,
-                        "--workdir",
-                        tmp,
-                    ],
-                    cwd=REPO,
-                    env=env,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-                _wait_listening(port, procs[variant])
-                urls[variant] = f"http://127.0.0.1:{port}"
-            for url in urls.values():  # warm up: imports, and thread pools grown to burst size
-                _burst(url, args.burst, standin)
-            warmup = args.burst
-            _wait_replies(standin, warmup)
-            latencies: dict[str, list[float]] = {"full": [], "bare": []}
-            round_ratios: list[float] = []
-            for round_no in range(args.rounds):
-                p99: dict[str, float] = {}
-                # ABBA order cancels drift in the machine's background load.
-                for variant in ("full", "bare") if round_no % 2 == 0 else ("bare", "full"):
-                    values = _burst(urls[variant], args.burst, standin)
-                    latencies[variant].extend(values)
-                    p99[variant] = _percentile(values, 99)
-                    if variant == "full":
-                        # Let this app's work after the acks finish, so it cannot slow the other app's burst.
-                        _wait_replies(standin, warmup + args.burst * (round_no + 1))
-                    time.sleep(0.3)
-                round_ratios.append(p99["full"] / p99["bare"])
-            expected_replies = warmup + args.burst * args.rounds
-            replies = _wait_replies(standin, expected_replies)
+            bot.start()
+            bare, bare_url = start_bare(standin.base_url, standin.bot_token)
+            bench = Bench(args, standin, bot, bare_url)
+            bench.warm_up()
+            results = bench.measure()
+            replies = _wait_replies(standin, bench.expected, timeout=60)
+            planned = sum(PLANNED in str(p["payload"].get("text")) for p in standin.response_url_posts())
+            statuses = bot.run_statuses()
+            log_lines, problems, answered = bot.log_summary()
         finally:
-            for proc in procs.values():
-                proc.terminate()
-                proc.wait(timeout=10)
+            if bare is not None:
+                bare.terminate()
+                bare.wait(timeout=10)
+            bot.stop()
             standin.stop()
 
-    print(f"ack latency, {args.rounds} bursts of {args.burst} concurrent /finetune help (ms)")
-    print(f"{'app':<22}{'p50':>8}{'p95':>8}{'p99':>8}{'max':>8}{'mean':>8}{'> 3 s':>7}")
-    rows = {"finetune-bot": latencies["full"], "bare Bolt (ack only)": latencies["bare"]}
-    for name, values in rows.items():
-        over = sum(v > ACK_DEADLINE_S for v in values)
+    runs_sent = args.standing + args.run_burst * args.rounds
+    print(
+        f"ack latency (ms), {args.rounds} rounds of one burst pair per kind (ABBA): `help` x {args.burst}, "
+        f"`run recipe={RECIPE}` x {args.run_burst}; watcher every {args.watch_interval:g} s with "
+        f"{args.standing} queued runs standing; {time.monotonic() - started:.0f} s in all"
+    )
+    print_latencies(results, KINDS)
+    if answered:
         print(
-            f"{name:<22}{_percentile(values, 50) * 1e3:8.1f}{_percentile(values, 95) * 1e3:8.1f}"
-            f"{_percentile(values, 99) * 1e3:8.1f}{max(values) * 1e3:8.1f}{statistics.mean(values) * 1e3:8.1f}"
-            f"{over:7d}"
+            f"finetune-bot's own timing of the same acks (serve's log, front door to answer, warm-up included): "
+            f"p50 {percentile(answered, 50) * 1e3:.1f}, p99 {percentile(answered, 99) * 1e3:.1f}, "
+            f"max {max(answered) * 1e3:.1f} ms over {len(answered)}"
         )
-    ratio = _percentile(latencies["full"], 99) / _percentile(latencies["bare"], 99)
-    median_ratio = statistics.median(round_ratios)
-    over_total = sum(v > ACK_DEADLINE_S for v in latencies["full"])
+    met = print_ratios(results, KINDS)
     print(
-        f"p99 ratio finetune-bot / bare, all bursts pooled: {ratio:.2f}; "
-        f"median of per-burst p99 ratios: {median_ratio:.2f} ({', '.join(f'{r:.2f}' for r in round_ratios)})"
+        f"replies from finetune-bot: {replies}/{bench.expected}; runs planned: {planned}/{runs_sent}; runs the "
+        f"bot recorded, by status: {dict(statuses)}"
     )
     print(
-        f"target: p99 ratio <= 1.2 -> {'met' if ratio <= 1.2 else 'NOT met'} (pooled); "
-        f"acks over 3 s: {over_total} (target 0)"
+        f"after each run burst, the watcher told every change in {statistics.median(bench.settle_s):.1f} s "
+        f"(median; max {max(bench.settle_s):.1f} s); runs it never told ended: {len(bench.stuck)}; runs whose "
+        f"stop the bench wrote again (the first did not hold): {sum(n > 1 for n in bot.stop_writes.values())}"
     )
-    print(f"replies delivered by finetune-bot: {replies}/{expected_replies}")
-    return 0 if ratio <= 1.2 and over_total == 0 and replies == expected_replies else 1
+    shown = "; ".join(f"{n} x {msg}" for msg, n in problems.most_common(3))
+    print(f"serve logged {log_lines} lines, {sum(problems.values())} warnings/errors{': ' + shown if shown else ''}")
+    complete = replies == bench.expected and planned == runs_sent and not bench.stuck
+    print(f"all targets met: {'yes' if met else 'no'}; every command answered and every run planned: {complete}")
+    return 0 if met and complete else 1
 
 
 if __name__ == "__main__":

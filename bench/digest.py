@@ -10,6 +10,7 @@ not grow with the number of runs (target: well under 100 ms, a constant number o
 from __future__ import annotations
 
 import argparse
+import hashlib
 import statistics
 import sys
 import tempfile
@@ -36,8 +37,11 @@ class _NoSlack:
         return {"url": "https://bench.slack.com/"}
 
 
-def seed(url: str, runs: int, recent: int) -> SessionFactory:
-    """A migrated database with `runs` runs in one channel, `recent` of them in the last day."""
+def seed(url: str, runs: int, recent: int, *, active: int | None = None) -> SessionFactory:
+    """A migrated database with `runs` runs in one channel, `recent` of them in the last day.
+
+    A quarter of them running, or only the first `active` when given (the others succeeded, failed or stopped).
+    """
     engine = make_engine(url)
     upgrade(engine)
     now = datetime.now(UTC)
@@ -45,10 +49,12 @@ def seed(url: str, runs: int, recent: int) -> SessionFactory:
     for i in range(runs):
         age = timedelta(hours=i % recent) if i < recent else timedelta(days=2 + i % 300)
         status = ("succeeded", "failed", "stopped", "running")[i % 4]
+        if active is not None:
+            status = "running" if i < active else ("succeeded", "failed", "stopped")[i % 3]
         rows.append(
             {
                 "name": f"run-{i:06d}",
-                "polyaxon_uuid": f"{i:032x}",
+                "polyaxon_uuid": hashlib.md5(str(i).encode()).hexdigest(),  # uuid-like: prefixes differ
                 "recipe_name": f"recipe-{i % 5}",
                 "recipe_hash": "h",
                 "component": "trl-sft",
@@ -85,7 +91,7 @@ def seed(url: str, runs: int, recent: int) -> SessionFactory:
                     "status": "open",
                     "created_at": now - timedelta(hours=i),
                 }
-                for i in range(20)
+                for i in range(min(20, runs))
             ],
         )
     return SessionFactory(engine)

@@ -1,17 +1,20 @@
-"""Benchmark: Polyaxon requests, Slack calls and wall time of one watcher tick with 1, 50 and 500 active runs.
+"""Benchmark: Polyaxon requests, Slack calls and wall time of a watcher tick at 1, 50, 500 and 10,000 active runs.
 
-The real local Polyaxon server is seeded with N running runs (non-managed, so the agent executes
-nothing), the bot's database with the N matching rows and their cards on the Slack stand-in. The
-watcher's Polyaxon traffic goes through a counting HTTP proxy; Slack calls are counted by the stand-in.
+Up to `--real-max` runs (500 by default) Polyaxon is the real local server, seeded with N running runs
+(non-managed: the agent executes nothing); beyond, a stub answering Polyaxon's run API in its own shape
+(bench/polyaxon_stub.py: seeding the real server with 10,000 runs takes longer than the bench should). The
+bot's database holds the N matching rows. The watcher's Polyaxon traffic goes through a counting HTTP proxy;
+Slack calls are counted by the Slack stand-in.
 
-Two ticks are measured per N:
-- "refresh": every run is due for a refresh of its metrics and last log line (the tick each `metrics_every`);
-  a tick refreshes at most MAX_REFRESHES_PER_TICK runs, least recently refreshed first;
-- "poll": the next tick, with refreshes throttled: nothing is due except the runs the capped refresh tick
-  left (none up to 50 active runs).
+Three ticks are measured per N:
+- "first": a new process's first tick, which lists every active run (one request per 1,000, plus the cursor);
+- "idle": the next tick, nothing changed in Polyaxon;
+- "busy": `--changes` runs synced new metrics (Polyaxon's outputs sync) and one succeeded since the last tick.
+The targets: "idle" and "busy" make the same number of requests at every N, and Slack is called only for the
+cards whose content changed.
 
-    .venv/bin/python bench/watcher.py                 # N = 1, 50, 500
-    .venv/bin/python bench/watcher.py --sizes 1 50
+    .venv/bin/python bench/watcher.py                        # N = 1, 50, 500 (real server), 10,000 (stub)
+    .venv/bin/python bench/watcher.py --sizes 1 50 --real-max 50
 """
 
 from __future__ import annotations
@@ -21,136 +24,214 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("POLYAXON_NO_CONFIG", "true")
 
+from bench.polyaxon_stub import PolyaxonStub, seeded  # noqa: E402 (after the path and environment are set)
+
+
+class RealPolyaxon:
+    """The local Polyaxon server with `size` running runs in a project of their own."""
+
+    def __init__(self, host: str, size: int) -> None:
+        from polyaxon.client import RunClient
+
+        from bot.polyaxon import PolyaxonGateway
+
+        self.host = host
+        self.project = f"bench-{size}-{int(time.time())}"
+        self.gateway = PolyaxonGateway(host=host, token=None, project=self.project, timeout_s=30)
+        self.gateway.ensure_project()
+        self._client = self.gateway._client  # the seeding side talks to Polyaxon directly, not through the proxy
+        self._run_client = RunClient
+        self.uuids: list[str] = []
+        for i in range(size):
+            run = RunClient(owner="default", project=self.project, client=self._client)
+            _retry(lambda run=run, i=i: run.create(name=f"bench-{i}", is_managed=False, tags=["bench"]))
+            run.log_status("running")
+            self.uuids.append(run.run_uuid)
+        # log_status is fire-and-forget and the sandbox drops a few overlapping writes: make sure every seeded
+        # run is running before measuring (or the ticks would also report real transitions).
+        self.settle(dict.fromkeys(self.uuids, "running"))
+
+    def change(self, uuid: str, *, status: str | None = None, outputs: dict[str, Any] | None = None) -> None:
+        run = self._run_client(owner="default", project=self.project, run_uuid=uuid, client=self._client)
+        if outputs:
+            run.log_outputs(**outputs)
+        if status:
+            run.log_status(status)
+
+    def settle(self, expected: dict[str, str]) -> None:
+        """Wait until Polyaxon shows each run with its expected status (asking again for the ones it dropped)."""
+        for _ in range(60):
+            shown = {r.uuid: r.status for r in self.gateway.list_runs(limit=len(self.uuids) + 10)}
+            lagging = [uuid for uuid, status in expected.items() if shown.get(uuid) != status]
+            if not lagging:
+                return
+            for uuid in lagging:
+                self.change(uuid, status=expected[uuid])
+            time.sleep(0.5)
+        raise RuntimeError(f"Polyaxon did not show {len(lagging)} runs in their expected status in 30 s")
+
+    def close(self) -> None:
+        self.gateway.close()
+
+
+class StubPolyaxon:
+    """The API-shaped stub with `size` running runs."""
+
+    def __init__(self, size: int) -> None:
+        self.stub: PolyaxonStub = seeded(size)
+        self.host = self.stub.host
+        self.project = "bench"
+        self.uuids = list(self.stub.runs)
+
+    def change(self, uuid: str, *, status: str | None = None, outputs: dict[str, Any] | None = None) -> None:
+        self.stub.change(uuid, status=status, outputs=outputs)
+
+    def settle(self, expected: dict[str, str]) -> None:
+        return
+
+    def close(self) -> None:
+        self.stub.stop()
+
+
+def _retry(call: Callable[[], Any]) -> None:
+    for attempt in range(20):
+        try:
+            call()
+            return
+        except Exception:
+            print(f"seeding: attempt {attempt} failed", file=sys.stderr)
+            time.sleep(0.5 * (attempt + 1))
+    raise RuntimeError("seeding failed 20 times")
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 50, 500])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 50, 500, 10_000])
+    parser.add_argument("--real-max", type=int, default=500, help="the largest N seeded on the real local server")
+    parser.add_argument("--changes", type=int, default=5, help="runs whose metrics move before the busy tick")
     args = parser.parse_args()
 
-    from polyaxon.client import RunClient
+    from bot.local.polyaxon import LocalPolyaxonStack
+    from bot.local.slack import SlackStandIn
+
+    rows: list[tuple[int, str, str, int, int, float, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-watcher-") as tmp:
+        stack = LocalPolyaxonStack(Path(tmp) / "store", workdir=REPO) if min(args.sizes) <= args.real_max else None
+        if stack is not None:
+            stack.start()
+        standin = SlackStandIn().start()
+        try:
+            for size in args.sizes:
+                real = stack is not None and size <= args.real_max
+                polyaxon: RealPolyaxon | StubPolyaxon = (
+                    RealPolyaxon(stack.host, size) if real and stack is not None else StubPolyaxon(size)
+                )
+                try:
+                    for label, requests, slack, seconds, stats in measure(polyaxon, size, args.changes, standin, tmp):
+                        rows.append((size, "server" if real else "stub", label, requests, slack, seconds, stats))
+                finally:
+                    polyaxon.close()
+        finally:
+            standin.stop()
+            if stack is not None:
+                stack.stop()
+    header = f"{'active':>6} {'polyaxon':>8} {'tick':>6} {'requests':>8} {'slack calls':>11} {'transitions':>11}"
+    print(f"{header} {'seconds':>8}")
+    for size, kind, label, requests, slack, seconds, stats in rows:
+        print(f"{size:>6} {kind:>8} {label:>6} {requests:>8} {slack:>11} {stats.transitions:>11} {seconds:>8.3f}")
+    print(
+        f"(busy: {args.changes} runs synced new metrics and one succeeded; a tick with no change costs one request, "
+        "each change adds only what telling it needs: a success's conditions and metric summary)"
+    )
+
+
+def measure(
+    polyaxon: RealPolyaxon | StubPolyaxon, size: int, changes: int, standin: Any, tmp: str
+) -> list[tuple[str, int, int, float, Any]]:
+    """The three ticks at one N: (label, Polyaxon requests, Slack calls, seconds, TickStats)."""
     from pydantic import SecretStr
 
     from bot.catalog import Catalog
-    from bot.local.polyaxon import LocalPolyaxonStack
     from bot.local.polyaxon.proxy import CountingProxy
-    from bot.local.slack import SlackStandIn
     from bot.metrics import BotMetrics
     from bot.polyaxon import PolyaxonGateway
     from bot.runs import RunService
     from bot.settings import FinetuneSettings, PolyaxonSettings, Settings, SlackSettings
     from bot.slack.client import build_web_client
-    from bot.watch import MAX_REFRESHES_PER_TICK, Watcher
+    from bot.watch import Watcher
     from storage import repos
     from storage.db import SessionFactory, make_engine
     from storage.migrate import upgrade
 
-    with tempfile.TemporaryDirectory(prefix="bench-watcher-") as tmp:
-        stack = LocalPolyaxonStack(Path(tmp) / "store", workdir=REPO)
-        stack.start()
-        standin = SlackStandIn().start()
-        try:
-            rows = []
-            for size in args.sizes:
-                project = f"bench-{size}-{int(time.time())}"
-                seed_gw = PolyaxonGateway(host=stack.host, token=None, project=project, timeout_s=30)
-                seed_gw.ensure_project()
-                client = seed_gw._client  # the seeding side talks to Polyaxon directly, not through the proxy
-                engine = make_engine(f"sqlite:///{Path(tmp) / f'bot-{size}.db'}")
-                upgrade(engine)
-                sessions = SessionFactory(engine)
-                settings = Settings(
-                    slack=SlackSettings(bot_token=SecretStr(standin.bot_token), api_base_url=standin.base_url),
-                    polyaxon=PolyaxonSettings(host=stack.host, project=project),
-                    finetune=FinetuneSettings(database_url=str(engine.url), catalog_dir=REPO / "manifests"),
+    engine = make_engine(f"sqlite:///{Path(tmp) / f'bot-{size}-{int(time.time())}.db'}")
+    upgrade(engine)
+    sessions = SessionFactory(engine)
+    settings = Settings(
+        slack=SlackSettings(bot_token=SecretStr(standin.bot_token), api_base_url=standin.base_url),
+        polyaxon=PolyaxonSettings(host=polyaxon.host, project=polyaxon.project),
+        finetune=FinetuneSettings(database_url=str(engine.url), catalog_dir=REPO / "manifests"),
+    )
+    rows = []
+    with CountingProxy(polyaxon.host) as proxy:
+        gateway = PolyaxonGateway(host=proxy.host, token=None, project=polyaxon.project, timeout_s=60)
+        runs = RunService(
+            settings=settings,
+            sessions=sessions,
+            catalog=Catalog.load(REPO / "manifests"),
+            gateway=gateway,
+            client=build_web_client(settings, BotMetrics()),
+            clock=lambda: datetime.now(UTC),
+        )
+        changed = polyaxon.uuids[: changes + 1]
+        with sessions() as s:
+            for i, uuid in enumerate(polyaxon.uuids):
+                row = repos.create_run(
+                    s,
+                    name=f"bench-{size}-{i}",
+                    recipe_name="sft-tiny",
+                    recipe_hash="bench",
+                    component="trl-sft",
+                    params={},
+                    presets=[],
+                    pins={},
+                    requester="U0ALICE01",
+                    channel="C0TRAIN01",
+                    status="running",
+                    polyaxon_uuid=uuid,
                 )
-                uuids = []
-                for i in range(size):
-                    run = RunClient(owner="default", project=project, client=client)
-                    for attempt in range(20):
-                        try:
-                            run.create(name=f"bench-{i}", is_managed=False, tags=["bench"])
-                            break
-                        except Exception:
-                            print(f"seeding: run {i} of {size}, attempt {attempt} failed", file=sys.stderr)
-                            time.sleep(0.5 * (attempt + 1))
-                    run.log_status("running")
-                    uuids.append(run.run_uuid)
-                # log_status is fire-and-forget and the sandbox drops ~1-5 % of overlapping writes: make sure
-                # every seeded run is running, or the measured tick would also report (real) transitions.
-                for _ in range(20):
-                    running = {r.uuid for r in seed_gw.list_active_runs() if r.status == "running"}
-                    lagging = [u for u in uuids if u not in running]
-                    if not lagging:
-                        break
-                    for uuid in lagging:
-                        RunClient(owner="default", project=project, run_uuid=uuid, client=client).log_status("running")
-                    time.sleep(1.0)
-                else:
-                    raise RuntimeError(f"{len(lagging)} seeded runs never reached running")
-                with CountingProxy(stack.host) as proxy:
-                    gateway = PolyaxonGateway(host=proxy.host, token=None, project=project, timeout_s=30)
-                    runs = RunService(
-                        settings=settings,
-                        sessions=sessions,
-                        catalog=Catalog.load(REPO / "manifests"),
-                        gateway=gateway,
-                        client=build_web_client(settings, BotMetrics()),
-                        clock=lambda: datetime.now(UTC),
-                    )
-                    for i, uuid in enumerate(uuids):
-                        with sessions() as s:
-                            row = repos.create_run(
-                                s,
-                                name=f"bench-{size}-{i}",
-                                recipe_name="sft-tiny",
-                                recipe_hash="bench",
-                                component="trl-sft",
-                                params={},
-                                presets=[],
-                                pins={},
-                                requester="U0ALICE01",
-                                channel="C0TRAIN01",
-                                status="running",
-                                polyaxon_uuid=uuid,
-                            )
-                        runs.thread.post_card(row)
-                    watcher = Watcher(runs=runs, clock=lambda: datetime.now(UTC), stuck_after=timedelta(hours=1))
-                    for label, every in (("refresh", timedelta(0)), ("poll", timedelta(hours=1))):
-                        watcher.progress.metrics_every = every
-                        proxy.requests.clear()
-                        slack_before = len(standin.calls())
-                        started = time.perf_counter()
-                        stats = watcher.tick()
-                        seconds = time.perf_counter() - started
-                        rows.append(
-                            (size, label, len(proxy.requests), len(standin.calls()) - slack_before, seconds, stats)
-                        )
-                        if stats.errors:
-                            print(f"  errors: {stats.errors[:3]}", file=sys.stderr)
-                    gateway.close()
-                seed_gw.close()
-                engine.dispose()
-            header = f"{'active':>6} {'tick':>8} {'polyaxon req':>12} {'refreshed':>9} {'transitions':>11}"
-            print(f"{header} {'slack calls':>11} {'seconds':>8}")
-            for size, label, requests, slack, seconds, stats in rows:
-                print(
-                    f"{size:>6} {label:>8} {requests:>12} {stats.refreshed:>9} {stats.transitions:>11} "
-                    f"{slack:>11} {seconds:>8.3f}"
-                )
-            print(
-                f"(a tick refreshes at most {MAX_REFRESHES_PER_TICK} runs, least recently refreshed first: with more "
-                "active runs the 'poll' tick refreshes the ones the previous tick left)"
-            )
-        finally:
-            standin.stop()
-            stack.stop()
+        # Cards for the runs that will change (the others are never edited: posting 10,000 would only be slow).
+        with sessions() as s:
+            for row in repos.list_active_runs(s)[: len(changed)]:
+                runs.thread.post_card(row)
+        watcher = Watcher(runs=runs, clock=lambda: datetime.now(UTC), stuck_after=timedelta(hours=1))
+        for label in ("first", "idle", "busy"):
+            if label == "busy":
+                expected = {uuid: "running" for uuid in changed[:-1]} | {changed[-1]: "succeeded"}
+                for n, uuid in enumerate(changed[:-1]):
+                    polyaxon.change(uuid, outputs={"loss": 1.0 / (n + 2), "global_step": 10})
+                polyaxon.change(changed[-1], status="succeeded")
+                polyaxon.settle(expected)
+                time.sleep(runs.thread.edits.min_interval_s)  # the cards were posted moments ago: let them be edited
+            proxy.requests.clear()
+            slack_before = len(standin.calls())
+            started = time.perf_counter()
+            stats = watcher.tick()
+            seconds = time.perf_counter() - started
+            rows.append((label, len(proxy.requests), len(standin.calls()) - slack_before, seconds, stats))
+            if stats.errors:
+                print(f"  errors at {size}: {stats.errors[:3]}", file=sys.stderr)
+        gateway.close()
+    engine.dispose()
+    return rows
 
 
 if __name__ == "__main__":

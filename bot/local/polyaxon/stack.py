@@ -86,6 +86,7 @@ class LocalPolyaxonStack:
         sync_interval_s: float = 3.0,
         startup_timeout_s: float = 120.0,
         extra_job_env: dict[str, str] | None = None,
+        agent: bool = True,
     ) -> None:
         self.store = Path(store).resolve()
         self.layout = StackLayout(self.store)
@@ -97,6 +98,8 @@ class LocalPolyaxonStack:
         self.sync_interval_s = sync_interval_s
         self.startup_timeout_s = startup_timeout_s
         self.extra_job_env = dict(extra_job_env or {})
+        # Without the agent nothing executes: a submitted run stays queued (benchmarks of the bot alone).
+        self.with_agent = agent
         self.agent_restarts = 0
         self.server_restarts = 0
         self._server: subprocess.Popen[bytes] | None = None
@@ -130,7 +133,7 @@ class LocalPolyaxonStack:
         return self._agent.pid if self._agent and self._agent.poll() is None else None
 
     def start(self) -> LocalPolyaxonStack:
-        """Start the server, wait until the API answers, start the agent and the watcher."""
+        """Start the server, wait until the API answers, start the agent (unless `agent=False`) and the watcher."""
         for folder in (self.store, self.layout.logs, self.layout.server_home, self.layout.context_root):
             folder.mkdir(parents=True, exist_ok=True)
         for connection in self.connections:
@@ -141,7 +144,8 @@ class LocalPolyaxonStack:
         try:
             self._start_server()
             self._wait_for_api()
-            self._start_agent()
+            if self.with_agent:
+                self._start_agent()
         except BaseException:
             self.stop()
             raise

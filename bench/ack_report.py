@@ -1,0 +1,79 @@
+"""What `bench.ack` prints: latency per command kind and app, per-burst p99 ratios, and the targets."""
+
+from __future__ import annotations
+
+import collections
+import statistics
+from dataclasses import dataclass, field
+
+ACK_DEADLINE_S = 3.0
+RATIO_TARGET = 1.2
+APPS = {"full": "finetune-bot", "bare": "bare Bolt (ack only)"}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank `q`th percentile."""
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[index]
+
+
+@dataclass
+class Results:
+    """Ack latencies (seconds) by (kind, app) and each burst pair's p99 ratio by kind, in round order."""
+
+    latencies: dict[tuple[str, str], list[float]] = field(default_factory=lambda: collections.defaultdict(list))
+    ratios: dict[str, list[float]] = field(default_factory=lambda: collections.defaultdict(list))
+
+    def add_pair(self, kind: str, full: list[float], bare: list[float]) -> None:
+        """One burst of `kind` at each app."""
+        self.latencies[kind, "full"].extend(full)
+        self.latencies[kind, "bare"].extend(bare)
+        self.ratios[kind].append(percentile(full, 99) / percentile(bare, 99))
+
+    def pooled_ratio(self, kind: str) -> float:
+        """finetune-bot's p99 over all bursts of `kind` / the bare app's."""
+        return percentile(self.latencies[kind, "full"], 99) / percentile(self.latencies[kind, "bare"], 99)
+
+    def over_deadline(self, kind: str, app: str = "full") -> int:
+        """Acks slower than Slack's 3 s."""
+        return sum(v > ACK_DEADLINE_S for v in self.latencies[kind, app])
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def print_latencies(results: Results, kinds: list[str]) -> None:
+    """The table: p50/p95/p99/max/mean and acks over 3 s per kind and app."""
+    print(f"{'kind':<6}{'app':<22}{'acks':>6}{'p50':>8}{'p95':>8}{'p99':>8}{'max':>8}{'mean':>8}{'> 3 s':>7}")
+    for kind in kinds:
+        for app, name in APPS.items():
+            v = results.latencies[kind, app]
+            print(
+                f"{kind:<6}{name:<22}{len(v):>6}{percentile(v, 50) * 1e3:8.1f}{percentile(v, 95) * 1e3:8.1f}"
+                f"{percentile(v, 99) * 1e3:8.1f}{max(v) * 1e3:8.1f}{statistics.mean(v) * 1e3:8.1f}"
+                f"{results.over_deadline(kind, app):7d}"
+            )
+
+
+def print_ratios(results: Results, kinds: list[str]) -> bool:
+    """Per-burst and pooled p99 ratios against the targets; whether every target was met."""
+    print("p99 ratio finetune-bot / bare Bolt, per burst pair (in round order):")
+    met = True
+    for kind in kinds:
+        ratios = results.ratios[kind]
+        pooled = results.pooled_ratio(kind)
+        over = results.over_deadline(kind)
+        print(
+            f"  {kind:<5} median {statistics.median(ratios):.2f}, min-max {min(ratios):.2f}-{max(ratios):.2f} "
+            f"({', '.join(f'{r:.2f}' for r in ratios)}); pooled over all bursts {pooled:.2f}"
+        )
+        kind_met = pooled <= RATIO_TARGET and over == 0
+        print(
+            f"  {'':<5} target p99 ratio <= {RATIO_TARGET} (pooled) -> {_met(pooled <= RATIO_TARGET)}, "
+            f"median per-burst -> {_met(statistics.median(ratios) <= RATIO_TARGET)}; "
+            f"finetune-bot acks over 3 s: {over} (target 0) -> {_met(over == 0)}"
+        )
+        met = met and kind_met
+    return met
