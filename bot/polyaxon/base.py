@@ -56,6 +56,7 @@ class GatewayBase:
         project: str = "finetune",
         timeout_s: float = 10.0,
         write_attempts: int = 5,
+        pool_size: int = 40,
     ) -> None:
         # Imported here, once per gateway: the client costs 3-4 s to import. (Whoever imports
         # polyaxon first must have POLYAXON_NO_CONFIG=true set, or it reads config from $HOME.)
@@ -83,6 +84,9 @@ class GatewayBase:
             verify_ssl=self.host.startswith("https"),
             timeout=timeout_s,
             retries=0,
+            # One connection per concurrent caller: the commands' work threads (32) and the watcher. The client's
+            # default (5 per core: 10 on 2 cores) made bursts open and drop a connection per request.
+            connection_pool_maxsize=pool_size,
         )
         self._client = PolyaxonClient(config=self._config, token=token)
         self._namespaces: dict[str, str] = {}
