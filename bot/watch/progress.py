@@ -19,6 +19,8 @@ from storage.models import Run
 if TYPE_CHECKING:
     from bot.polyaxon import RunInfo
 
+RUNNING = frozenset({"running", "processing"})
+
 
 class Progress:
     """Records running runs' metrics and liveness, and flags the ones that stopped moving (once per run)."""
@@ -59,7 +61,7 @@ class Progress:
         for run in active:
             # The rows were read at the tick's start: a run that moved since only looks older, so this
             # prefilter keeps every candidate and the check below reads the candidate afresh.
-            if run.status not in {"running", "processing"} or run.stuck_flagged_at is not None:
+            if run.status not in RUNNING or run.stuck_flagged_at is not None:
                 continue
             if now - (run.last_activity_at or run.started_at or run.created_at) < self.stuck_after:
                 continue

@@ -21,7 +21,7 @@ from bot.redact import redact
 from bot.runs import RunService
 from bot.slack.blocks import escape
 from bot.watch.changes import RESYNC_EVERY, ChangeFeed
-from bot.watch.progress import Progress
+from bot.watch.progress import RUNNING, Progress
 from bot.watch.report import checkpoint_step, final_eval, metrics_text, resumed_text
 from storage import repos
 from storage.models import Run, utcnow
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RUNNING = frozenset({"running", "processing"})
 # A transition recorded less than this long ago may be being told right now by the thread that recorded it (a
 # command's, or another replica's): only older unposted ones are a crash's leftovers to tell.
 RECOVER_AFTER = timedelta(seconds=10)
