@@ -43,6 +43,7 @@ COMMAND_FIELDS = frozenset(
 # The listener replies through response_url and names the delivery by team, user, channel and trigger_id.
 COMMAND_REQUIRED = ("command", "team_id", "user_id", "channel_id", "response_url", "trigger_id")
 SOCKET_ENVELOPES = ("slash_commands", "events_api", "interactive")
+SERVED_INTERACTIVITY = frozenset({"block_actions", "view_submission", "message_action"})
 
 
 def media_type(content_type: str | None) -> str:
@@ -152,21 +153,41 @@ def parse_events_api(body: dict[str, Any]) -> Delivery:
 
 
 def parse_interactivity(payload: dict[str, Any]) -> Delivery:
-    """An interactivity payload: the bot serves buttons (`block_actions`) and nothing else."""
+    """An interactivity payload: buttons and form inputs (`block_actions`), form submissions (`view_submission`)
+    and message shortcuts (`message_action`); anything else is not served."""
     check_shapes(payload)
     kind = payload.get("type")
     if not _nonempty_str(kind):
         raise malformed("interactivity payload without type")
-    if kind != "block_actions":
+    if kind not in SERVED_INTERACTIVITY:
         raise Refused(404, "unsupported", "interactivity type not served")
-    actions = payload.get("actions")
-    if not actions or not all(_nonempty_str(a.get("action_id")) for a in actions):
-        raise malformed("block_actions without actions and their action_id")
     user = payload.get("user")
     if not isinstance(user, dict) or not _nonempty_str(user.get("id")):
-        raise malformed("block_actions without user")
-    if not isinstance(payload.get("channel") or {}, dict):  # the listener reads `channel.id` (Slack sends an object)
-        raise malformed("block_actions channel not an object")
+        raise malformed(f"{kind} without user")
+    if kind == "block_actions":
+        actions = payload.get("actions")
+        if not actions or not all(_nonempty_str(a.get("action_id")) for a in actions):
+            raise malformed("block_actions without actions and their action_id")
+        if not isinstance(payload.get("channel") or {}, dict):  # the listener reads `channel.id` (Slack: an object)
+            raise malformed("block_actions channel not an object")
+    elif kind == "view_submission":
+        view = payload.get("view")
+        if (
+            not isinstance(view, dict)
+            or not _nonempty_str(view.get("id"))
+            or not _nonempty_str(view.get("callback_id"))
+        ):
+            raise malformed("view_submission without a view, its id and callback_id")
+        if not isinstance(view.get("state") or {}, dict):
+            raise malformed("view_submission state not an object")
+    else:  # message_action: the listener reads the channel's id and the message's ts
+        if not _nonempty_str(payload.get("callback_id")) or not _nonempty_str(payload.get("trigger_id")):
+            raise malformed("message_action without callback_id and trigger_id")
+        channel, message = payload.get("channel"), payload.get("message")
+        if not isinstance(channel, dict) or not _nonempty_str(channel.get("id")):
+            raise malformed("message_action without its channel")
+        if not isinstance(message, dict) or not _nonempty_str(message.get("ts")):
+            raise malformed("message_action without its message")
     url = payload.get("response_url")
     if url is not None and not is_http_url(url):
         raise malformed("response_url not an http(s) URL")

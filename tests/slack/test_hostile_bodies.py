@@ -141,7 +141,7 @@ def test_an_events_api_type_the_bot_does_not_serve_is_404(scene: Scene, content_
 
 
 def test_an_interactivity_type_the_bot_does_not_serve_is_404(scene: Scene, trap: Trap) -> None:
-    body = _payload(trap.url(), type="view_submission", view={"id": "V1", "callback_id": "x"})
+    body = _payload(trap.url(), type="view_closed", view={"id": "V1", "callback_id": "x"})
     reply = scene.send(body, signed_headers(body))
     assert reply.status == 404
     scene.assert_no_trace(TOKEN, trap.url())

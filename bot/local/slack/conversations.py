@@ -1,4 +1,4 @@
-"""The `conversations.*` family: history, replies, info."""
+"""The `conversations.*` family: history, replies, info, members."""
 
 from __future__ import annotations
 
@@ -57,8 +57,20 @@ def info(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
     return {"channel": channel_json(ws, ws.channel(args.get("channel")))}
 
 
+def members(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
+    """conversations.members: member ids, paged by `limit` with a cursor (the offset, as an opaque string)."""
+    ch = ws.channel(args.get("channel"))
+    limit = max(1, min(int(args.get("limit") or 100), 1000))
+    start = int(args.get("cursor") or 0)
+    ids = sorted(ch.members)
+    page = ids[start : start + limit]
+    more = start + limit < len(ids)
+    return {"members": page, "response_metadata": {"next_cursor": str(start + limit) if more else ""}}
+
+
 METHODS: dict[str, ApiMethod] = {
     "conversations.history": history,
     "conversations.replies": replies,
     "conversations.info": info,
+    "conversations.members": members,
 }

@@ -28,15 +28,16 @@ def _text_of(obj: Any) -> str:
     return ""
 
 
-def block_errors(blocks: Any) -> list[str]:
-    """Why Slack would answer `invalid_blocks` for these blocks; empty when they are valid."""
+def block_errors(blocks: Any, *, max_blocks: int = MAX_BLOCKS, where: str = "/blocks") -> list[str]:
+    """Why Slack would answer `invalid_blocks` for these blocks (a message's 50, a view's 100); empty when valid."""
     if not isinstance(blocks, list):
         return ["blocks must be an array"]
     errors: list[str] = []
-    if len(blocks) > MAX_BLOCKS:
-        errors.append(f"must provide an array with no more than {MAX_BLOCKS} items [json-pointer:/blocks]")
+    if len(blocks) > max_blocks:
+        errors.append(f"must provide an array with no more than {max_blocks} items [json-pointer:{where}]")
+    pointer = where
     for i, block in enumerate(blocks):
-        where = f"[json-pointer:/blocks/{i}]"
+        where = f"[json-pointer:{pointer}/{i}]"
         if not isinstance(block, dict) or block.get("type") not in KNOWN_BLOCK_TYPES:
             errors.append(f"unsupported or missing block type {where}")
             continue

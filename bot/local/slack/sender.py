@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from bot.local.slack import viewing
 from bot.local.slack.server import SlackStandIn
 from bot.local.slack.state import APP_ID, BOT_USER_ID, DEFAULT_CHANNEL, TEAM_DOMAIN, TEAM_ID
 
@@ -185,6 +186,15 @@ class SlackSender:
         self.standin = standin
         self.timeout_s = timeout_s
 
+    def _trigger(self, user_id: str) -> str:
+        """A trigger id the stand-in will honour in views.open/push (once, for 3 s); shaped alike without one."""
+        return self.standin.views.mint_trigger(user_id) if self.standin is not None else new_trigger_id()
+
+    def _standin(self) -> SlackStandIn:
+        if self.standin is None:
+            raise RuntimeError("views need the stand-in: build the sender with standin=")
+        return self.standin
+
     def _response_url(self, channel_id: str, user_id: str) -> str:
         if self.standin is None:
             return "http://127.0.0.1:9/hooks/response/none"
@@ -238,7 +248,7 @@ class SlackSender:
                 user_id=user_id,
                 channel_id=channel_id,
                 command=command,
-                trigger_id=trigger_id,
+                trigger_id=trigger_id or self._trigger(user_id),
                 response_url=response_url or self._response_url(channel_id, user_id),
             )
         sent = self.post(urlencode(fields), "application/x-www-form-urlencoded", **post_kwargs)
@@ -297,5 +307,44 @@ class SlackSender:
             message_ts=message_ts,
             thread_ts=thread_ts,
             response_url=self._response_url(channel_id, user_id),
+            trigger_id=self._trigger(user_id),
         )
         return self.interactivity(payload, **post_kwargs)
+
+    # --- views: the person acts in a modal or the Home tab, Slack tells the app ---------------------------
+
+    def view_action(self, view_id: str, block_id: str, action_id: str, **post_kwargs: Any) -> SentRequest:
+        """A button clicked in a view, or an input with `dispatch_action` changed (after `standin.enter`)."""
+        standin = self._standin()
+        with standin.state.lock:
+            payload = viewing.view_action_payload(standin.state, view_id, block_id, action_id)
+        return self.interactivity(payload, **post_kwargs)
+
+    def submit_view(self, view_id: str, **post_kwargs: Any) -> tuple[SentRequest, dict[str, Any]]:
+        """Submit an open modal; the app's answer is applied as Slack applies it: (the request, what happened)."""
+        standin = self._standin()
+        with standin.state.lock:
+            payload = viewing.submission_payload(standin.state, view_id)
+        sent = self.interactivity(payload, **post_kwargs)
+        with standin.state.lock:
+            outcome = viewing.answer_submission(standin.state, view_id, sent.status, sent.body)
+        return sent, outcome
+
+    def message_shortcut(
+        self, callback_id: str, *, channel_id: str, message_ts: str, user_id: str = DEFAULT_USER, **post_kwargs: Any
+    ) -> SentRequest:
+        """A message shortcut chosen on a message (its `⋮` menu)."""
+        standin = self._standin()
+        url = self._response_url(channel_id, user_id)
+        with standin.state.lock:
+            payload = viewing.shortcut_payload(
+                standin.state, callback_id, user=user_id, channel=channel_id, message_ts=message_ts, response_url=url
+            )
+        return self.interactivity(payload, **post_kwargs)
+
+    def home_opened(self, user_id: str = DEFAULT_USER, **post_kwargs: Any) -> SentRequest:
+        """The person opens the app's Home tab."""
+        standin = self._standin()
+        with standin.state.lock:
+            event = viewing.home_opened_event(standin.state, user_id)
+        return self.event(event, **post_kwargs)

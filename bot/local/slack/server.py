@@ -18,7 +18,7 @@ import threading
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from bot.local.slack import auth, chat, conversations, responses, users
+from bot.local.slack import auth, chat, conversations, responses, users, viewing, views
 from bot.local.slack import files as files_api  # aliased: `files()` and `reactions()` are the stand-in's accessors
 from bot.local.slack import reactions as reactions_api
 from bot.local.slack.httpd import serve, shut_down
@@ -52,6 +52,8 @@ class SlackStandIn:
         self.bot_user_id = BOT_USER_ID
         self.socket_mode = SocketModeEndpoint()
         self.state = Workspace(self.socket_mode)
+        # What a person sees and does in modals and the Home tab (tests and the local shell act through it).
+        self.views = viewing.PersonViews(self.state)
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._methods: dict[str, ApiMethod] = {
@@ -61,6 +63,7 @@ class SlackStandIn:
             **conversations.METHODS,
             **users.METHODS,
             **files_api.METHODS,
+            **views.METHODS,
         }
         self._seed()
 

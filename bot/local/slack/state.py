@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.local.slack.socket_mode import SocketModeEndpoint
+from bot.local.slack.viewstate import ViewStore
 
 TEAM_ID = "T0LOCAL01"
 TEAM_DOMAIN = "standin"
@@ -84,6 +85,7 @@ class Workspace:
         self.response_url_posts: list[dict[str, Any]] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.rate_limits: dict[str, RateLimit] = {}
+        self.views = ViewStore()
         self.last_ts = 0.0
 
     @property

@@ -179,7 +179,7 @@ def test_a_command_is_parsed_once_and_unknown_fields_dropped() -> None:
         (JSON, b'{"type": "app_rate_limited"}', 404, "Events API type not served"),
         (FORM, b"payload=not-json", 400, "payload not valid JSON"),
         (FORM, b"payload=[]", 400, "payload not a JSON object"),
-        (FORM, b"payload=%7B%22type%22%3A%22view_submission%22%7D", 404, "interactivity type not served"),
+        (FORM, b"payload=%7B%22type%22%3A%22view_closed%22%7D", 404, "interactivity type not served"),
         (FORM, b"a=1&a=2", 400, "form repeats a field"),
         (FORM, b"a", 400, "form malformed"),
         (FORM, b"text=%FF", 400, "form malformed"),
