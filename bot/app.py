@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from slack_bolt import App, BoltContext
+from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from sqlalchemy.engine import Engine
 
@@ -25,7 +26,7 @@ from bot.services import Services
 from bot.settings import Settings
 from bot.slack.client import SlackReplyError, build_web_client, post_to_response_url
 from bot.watch import Watcher
-from handlers import actions, commands, reactions
+from handlers import actions, commands, forms, home, reactions
 from handlers import deliveries as delivery_jobs
 from handlers import watcher as watcher_jobs
 from storage.db import SessionFactory, make_engine
@@ -91,10 +92,35 @@ def build_app(settings: Settings, services: Services) -> App:
 
     app.error(handle_error)
     services.work.on_error = handle_error
+    build_surfaces(settings, services, app.client)
     commands.register(app, services)
     reactions.register(app, services)
     actions.register(app, services)
+    forms.register(app, services)
+    home.register(app, services)
     return app
+
+
+def build_surfaces(settings: Settings, services: Services, client: WebClient) -> None:
+    """The Slack-native surfaces on the app's own client: the run form (with a catalog) and App Home."""
+    from bot.forms import RunForm
+    from bot.home import AppHome
+    from bot.slack.people import People
+
+    services.slack = client
+    if services.forms is None and services.catalog is not None:
+        services.forms = RunForm(
+            catalog=services.catalog, client=client, sessions=services.sessions, runs=services.runs
+        )
+    if services.home is None:
+        people = services.runs.people if services.runs is not None else People(settings=settings, client=client)
+        services.home = AppHome(
+            sessions=services.sessions,
+            client=client,
+            people=people,
+            clock=services.clock,
+            polyaxon=services.runs is not None,
+        )
 
 
 @dataclass

@@ -16,8 +16,12 @@ from bot.metrics import BotMetrics
 from storage.db import SessionFactory
 
 if TYPE_CHECKING:
+    from slack_sdk import WebClient
+
     from bot.catalog import Catalog
     from bot.digest import DigestRuntime
+    from bot.forms import RunForm
+    from bot.home import AppHome
     from bot.outputs import OutputsService
     from bot.preflight import PreflightService
     from bot.registry import RegistrationService
@@ -150,6 +154,11 @@ class DeferredWork:
             if self.on_done is not None:
                 self.on_done(body)
 
+    def nothing_more(self, body: dict[str, Any]) -> None:
+        """A delivery answered in its ack (a refused form submission): done now, with no work to follow."""
+        if self.on_done is not None:
+            self.on_done(body)
+
     def shutdown(self, wait: bool = True) -> None:
         """Finish queued work (when `wait`) and stop the threads."""
         self._pool.shutdown(wait=wait)
@@ -171,6 +180,11 @@ class Services:
     preflights: PreflightService | None = None
     sweeps: SweepService | None = None
     release: ReleaseService | None = None
+    # Slack-native surfaces: the run form (a modal) and App Home; `build_app` builds them on the app's client.
+    forms: RunForm | None = None
+    home: AppHome | None = None
+    # The Bolt app's Web API client (set by `build_app`), for answers that are not tied to one capability.
+    slack: WebClient | None = None
     metrics: BotMetrics = field(default_factory=BotMetrics)
     clock: Callable[[], datetime] = _utcnow
     acks: AckGate = field(default_factory=AckGate)

@@ -31,9 +31,11 @@ from bot.grammar import (
     SweepCommand,
     TraceCommand,
     parse_command,
+    wants_run_form,
 )
 from bot.services import Services
 from bot.slack.client import post_to_response_url
+from bot.slack.views import ViewError
 from storage.repos import add_audit
 
 if TYPE_CHECKING:
@@ -58,6 +60,9 @@ def register(app: App, services: Services) -> None:
 def handle_command_delivery(services: Services, body: dict[str, Any]) -> None:
     """After the ack (the front door admitted it once): carry the command out, reply via its response_url."""
     logger.info("command %s", describe_command(body))
+    if services.forms is not None and wants_run_form(str(body.get("text") or "")):
+        open_run_form(services, body)
+        return
     reply = compose_reply(
         services,
         str(body.get("text") or ""),
@@ -66,6 +71,26 @@ def handle_command_delivery(services: Services, body: dict[str, Any]) -> None:
         delivery_key=command_key(body),
     )
     post_to_response_url(str(body["response_url"]), reply, services.metrics)
+
+
+def open_run_form(services: Services, body: dict[str, Any]) -> None:
+    """`/finetune run` alone: the run form, in a modal, for the channel it was typed in."""
+    assert services.forms is not None
+    user, channel = str(body.get("user_id")), str(body.get("channel_id"))
+    try:
+        services.forms.open(str(body.get("trigger_id") or ""), channel=channel, origin="command")
+        outcome = "ok"
+    except ViewError as exc:
+        # A trigger lasts 3 s (a delivery carried out again after a crash comes too late): say how to go on.
+        logger.warning("run form not opened: %s", exc)
+        text = (
+            f":hourglass: The run form could not open in time (Slack said `{exc.error}`). Type `{COMMAND} run` "
+            f"again, or `{COMMAND} run recipe=NAME [KEY=VALUE …]`."
+        )
+        post_to_response_url(str(body["response_url"]), ephemeral(reply_blocks(text)), services.metrics)
+        outcome = "error"
+    with services.sessions() as session:
+        add_audit(session, user=user, channel=channel, command=f"{COMMAND} run (form)", outcome=outcome)
 
 
 def describe_command(body: dict[str, Any]) -> str:

@@ -12,10 +12,13 @@ from typing import Any
 
 from apscheduler.schedulers.base import BaseScheduler
 
+from bot.forms import ACTION_PREFIX
 from bot.scheduler import add_interval_job
 from bot.services import Services
 from handlers.actions import handle_button_delivery
 from handlers.commands import handle_command_delivery
+from handlers.forms import handle_form_action_delivery, handle_shortcut_delivery, handle_submission_delivery
+from handlers.home import handle_home_delivery
 from handlers.reactions import handle_reaction_delivery
 
 log = logging.getLogger(__name__)
@@ -25,11 +28,32 @@ WORK: dict[str, Callable[[Services, dict[str, Any]], None]] = {
     "action": handle_button_delivery,
     "event": handle_reaction_delivery,
 }
+# Interactivity and events other than a command button and a reaction, by payload or event type.
+ACTION_WORK: dict[str, Callable[[Services, dict[str, Any]], None]] = {
+    "view_submission": handle_submission_delivery,
+    "message_action": handle_shortcut_delivery,
+}
+EVENT_WORK: dict[str, Callable[[Services, dict[str, Any]], None]] = {"app_home_opened": handle_home_delivery}
+
+
+def work_for(kind: str, body: dict[str, Any]) -> Callable[[Services, dict[str, Any]], None] | None:
+    """What carries a delivery of this kind out: by payload type for interactivity, by event type for events."""
+    if kind == "action":
+        if body.get("type") in ACTION_WORK:
+            return ACTION_WORK[str(body["type"])]
+        action_id = str(((body.get("actions") or [{}])[0] or {}).get("action_id") or "")
+        if action_id.startswith(ACTION_PREFIX):
+            return handle_form_action_delivery
+    if kind == "event":
+        event_type = str((body.get("event") or {}).get("type") or "")
+        if event_type in EVENT_WORK:
+            return EVENT_WORK[event_type]
+    return WORK.get(kind)
 
 
 def redo(services: Services, kind: str, body: dict[str, Any]) -> None:
     """Carry a recorded delivery out again, as if it had just been acked."""
-    work = WORK.get(kind)
+    work = work_for(kind, body)
     if work is None:
         log.error("deliveries: no work for a %s delivery; marked done", kind)
         assert services.ledger is not None

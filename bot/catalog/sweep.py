@@ -26,7 +26,7 @@ from bot.catalog.gate import MEMORY_PARAMS
 from bot.catalog.manifests import Component, Recipe
 from bot.catalog.overrides import NotAnIntError, OverrideSpec, find_override
 from bot.catalog.plan import Plan
-from bot.grammar import RunCommand, Scalar, SweepAxis, SweepCommand
+from bot.grammar import RunCommand, Scalar, SweepAxis, SweepCommand, scalar_text
 from bot.polyaxon.spec import OperationSpecError, check_operation
 
 
@@ -43,7 +43,7 @@ class SweptKey(BaseModel):
     def describe(self) -> str:
         """`lr ∈ {0.01, 0.05}` / `lr ~ loguniform(0.0001, 0.01)`."""
         if self.kind == "choice":
-            return f"{self.key} ∈ {{{', '.join(_text(v) for v in self.values)}}}"
+            return f"{self.key} ∈ {{{', '.join(scalar_text(v) for v in self.values)}}}"
         return f"{self.key} ~ {self.kind}({self.low:g}, {self.high:g})"
 
 
@@ -223,11 +223,3 @@ def _heaviest(base: RunCommand, space: list[SweptKey]) -> RunCommand:
         elif swept.high is not None:
             heavy[swept.key] = swept.high
     return base.model_copy(update={"overrides": {**base.overrides, **heavy}}) if heavy else base
-
-
-def _text(value: Scalar) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)

@@ -28,17 +28,12 @@ from bot.grammar import DigestCommand
 from bot.runs.evals import primary_metric
 from bot.scheduler import PERSISTENT, latest_fire_time
 from bot.settings import Settings
+from bot.slack.links import WorkspaceAddress, archive_link
 from storage import repos
 from storage.db import SessionFactory
 from storage.models import ApprovalRequest, Run, Sweep
 
 log = logging.getLogger(__name__)
-
-
-def _permalink(base: str | None, channel: str, ts: str | None) -> str | None:
-    if not base or not ts:
-        return None
-    return f"{base.rstrip('/')}/archives/{channel}/p{ts.replace('.', '')}"
 
 
 class DigestRuntime:
@@ -60,7 +55,7 @@ class DigestRuntime:
         self.scheduler = scheduler
         self.clock = clock
         self.key = key
-        self._workspace_url: str | None = None
+        self._address = WorkspaceAddress(client)
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -179,13 +174,7 @@ class DigestRuntime:
 
     def workspace_url(self) -> str | None:
         """The workspace's base URL (from auth.test, once), to link cards without one API call per run."""
-        if self._workspace_url is None:
-            try:
-                self._workspace_url = str(self.client.auth_test().get("url") or "")
-            except SlackApiError:
-                log.warning("auth.test failed; digest links are left out")
-                self._workspace_url = ""
-        return self._workspace_url or None
+        return self._address.url()
 
     def collect(self, channel: str, *, now: datetime, scheduled_for: datetime | None, period: timedelta) -> DigestData:
         """Load what the digest shows in a constant number of queries."""
@@ -208,7 +197,7 @@ class DigestRuntime:
                     version=reg.version,
                     run_name=run.name,
                     registered_at=reg.registered_at,
-                    link=_permalink(base, run.channel, run.card_ts),
+                    link=archive_link(base, run.channel, run.card_ts),
                 )
                 for reg, run in registered
             ]
@@ -243,7 +232,7 @@ class DigestRuntime:
             approved_by=approved_by,
             quorum=req.quorum,  # the quorum the request was made under
             can_still_approve=[u for u in self.settings.finetune.approvers if u not in excluded],
-            link=_permalink(base, req.channel, req.message_ts),
+            link=archive_link(base, req.channel, req.message_ts),
             action=req.action,
             stage=req.stage,
         )
@@ -261,7 +250,7 @@ def to_digest_run(run: Run, base: str | None, *, lineage: int = 0, sweep: Sweep 
         requester=run.requester,
         created_at=run.created_at,
         finished_at=run.finished_at,
-        link=_permalink(base, run.channel, run.card_ts),
+        link=archive_link(base, run.channel, run.card_ts),
         comparable=run.comparable,
         pinned=run.comparable or run.kind != "train",
         validation=(run.validation or {}).get("state"),

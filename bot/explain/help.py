@@ -37,7 +37,8 @@ USAGE: dict[str, str] = {
 
 HELP: dict[str, str] = {
     "run": (
-        "Start a training run from a recipe. The recipe fixes the model, data, code and image (pinned) "
+        "Start a training run from a recipe (`/finetune run` alone opens a form with the same fields). "
+        "The recipe fixes the model, data, code and image (pinned) "
         "and says which training keys you may override, with their types and bounds; presets choose "
         "the cluster settings (resources, placement, queue) and stack in order, e.g. `preset=gpu-1x,spot`. "
         "Cluster keys such as `gpus=` or `nodeSelector=` are refused as overrides: pick a preset. "

@@ -28,6 +28,7 @@ from bot.grammar.lexing import (
     is_plain_value,
     parse_scalar,
     refuse_shell_syntax,
+    scalar_text,
 )
 from bot.grammar.lifecycle import (
     CompareCommand,
@@ -40,7 +41,7 @@ from bot.grammar.lifecycle import (
 from bot.grammar.parser import SUBCOMMANDS, Command, parse_command
 from bot.grammar.registration import RegisterCommand, TraceCommand
 from bot.grammar.release import STAGES, PromoteCommand, RollbackCommand
-from bot.grammar.run import PreflightCommand, RunCommand
+from bot.grammar.run import PreflightCommand, RunCommand, wants_run_form
 from bot.grammar.sweep import SweepAxis, SweepCommand
 
 __all__ = [
@@ -80,4 +81,6 @@ __all__ = [
     "parse_scalar",
     "pinned_key_message",
     "refuse_shell_syntax",
+    "scalar_text",
+    "wants_run_form",
 ]

@@ -112,6 +112,15 @@ def int_written_as_float(key: str, text: str, value: float) -> str:
     return f"{key} is an int: write a whole number, not {text}"
 
 
+def scalar_text(value: object) -> str:
+    """A value as the command line writes it: `true`, `0.003`, `2e-05`, `cosine` (what `parse_scalar` reads back)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
 def parse_scalar(raw: str) -> Scalar:
     """Type a command-line value: bool, int, float or a safe plain string."""
     if len(raw) > MAX_VALUE:

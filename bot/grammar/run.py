@@ -64,6 +64,14 @@ def _parse_presets(raw: str) -> tuple[list[str], list[str]]:
     return presets, recased
 
 
+def wants_run_form(text: str) -> bool:
+    """`run` and nothing else (the run form opens instead of a usage error): the one text a form answers."""
+    words = text.replace("\u00a0", " ").split()
+    if words and words[0].lower() == "/finetune":
+        words = words[1:]
+    return len(words) == 1 and words[0].lower() == "run"
+
+
 def _parse_run(tokens: list[str]) -> RunCommand:
     positional, pairs = _key_values(tokens, "run")
     words, flags = _flags(positional, ("--dry-run", "--force", "--skip-preflight"), "run")

@@ -7,6 +7,9 @@ over real signed HTTP), then reads lines from the terminal or a script, like Hub
                                          $RUN in it stands for the newest run's name (for scripts)
     +white_check_mark [TS|last]          a reaction_added on a message (default: the newest one)
     -white_check_mark [TS|last]          a reaction_removed
+    form run                             the run form (the modal `/finetune run` opens), filled in here:
+                                         KEY=VALUE lines, then `preview`, `submit` or `cancel`
+    home                                 your App Home tab, as the bot publishes it when you open it
     as bob                               act as another member of the workspace (alice, bob, carol;
                                          bob and carol approve unless FINETUNE_APPROVERS says otherwise)
     wait [SECONDS]                       wait until no run is active and every preflight reported (default 600 s)
@@ -35,6 +38,8 @@ from typing import Any, TextIO
 from pydantic import SecretStr
 
 from bot.local.assets import RecipeAssets
+from bot.local.form import FormDriver
+from bot.local.messages import message_text, plain
 from bot.local.pending import DRAIN_TIMEOUT_S, drain
 from bot.local.polyaxon import LocalPolyaxonStack
 from bot.local.printer import Printer
@@ -75,6 +80,7 @@ class Shell:
         self.user = PEOPLE["alice"]
         self.printer.viewer = self.user
         self.sent_at = time.monotonic()  # when the last delivery went to the bot
+        self.form: FormDriver | None = None
 
     def handle(self, line: str) -> bool:
         """Carry out one line; False when the shell should end."""
@@ -92,8 +98,15 @@ class Shell:
         return True
 
     def _handle(self, line: str) -> None:
-        if line == "help":
+        if self.form is not None and self.form.is_open and line not in ("help", "quit", "exit"):
+            self.form.handle(line)
+        elif line == "help":
             self.say(HELP)
+        elif line == "form run":
+            self.form = FormDriver(sender=self.sender, standin=self.standin, user=self.user, say=self.say)
+            self.form.open(self.command)
+        elif line == "home":
+            self.home()
         elif line.startswith("/finetune"):
             self.command(line.removeprefix("/finetune").strip())
         elif line[0] in "+-" and len(line) > 1:
@@ -127,6 +140,19 @@ class Shell:
         self.sent_at = time.monotonic()
         if sent.status != 200:
             self.say(f"the bot answered HTTP {sent.status}: {sent.body[:200]}")
+
+    def home(self) -> None:
+        """Open the App Home tab (`app_home_opened`) and print what the bot published there."""
+        self.sent_at = time.monotonic()
+        self.sender.home_opened(self.user)
+        self.sent_at = time.monotonic()
+        self.drain(quiet=True)  # the bot publishes after the ack (or not at all when nothing changed)
+        view = self.standin.views.home(self.user)
+        if view is None:
+            self.say("the bot published no Home tab")
+            return
+        for text in message_text(view).splitlines():
+            self.say(f"  {plain(text)}")
 
     def newest_run(self) -> str | None:
         """The name of the newest run in the bot's database (a sweep, not one of its trials; not a serving check,

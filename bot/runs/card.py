@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bot.catalog.policy import attempts_allowed
+from bot.grammar import scalar_text
 from bot.settings import PolyaxonSettings
 from bot.slack.blocks import command_button, context, escape, header, human_duration, section
 from storage.models import Run
@@ -170,7 +171,7 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
     if view.durations:
         lines.append(f":stopwatch: {view.durations}")
     if view.overrides:
-        overrides = " ".join(f"`{escape(k)}={escape(_value(v))}`" for k, v in sorted(view.overrides.items()))
+        overrides = " ".join(f"`{escape(k)}={escape(scalar_text(v))}`" for k, v in sorted(view.overrides.items()))
         lines.append(f"*Overrides* {overrides}")
     else:
         lines.append("*Overrides* none (the recipe's defaults)")
@@ -285,11 +286,3 @@ def short_pin(pin: str, keep: int = 12) -> str:
 
     ident = _HEX_RUN.sub(cut, rest)
     return f"{base}@{ident}" if base else ident
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from bot.grammar import scalar_text
 from bot.slack.blocks import context, escape, header, section
 
 # Inputs that say what was trained on and how it is evaluated (pins, the contract), not hyperparameters.
@@ -92,7 +93,7 @@ def render_table(
     lines = []
     for row in rows:
         cells = " · ".join(f"{c} `{row.values[c]:.4g}`" if c in row.values else f"{c} —" for c in columns)
-        hyper = " ".join(f"`{escape(k)}={escape(_fmt(row.params.get(k)))}`" for k in params)
+        hyper = " ".join(f"`{escape(k)}={escape(scalar_text(row.params.get(k)))}`" for k in params)
         mark = " :trophy:" if best is not None and row is best else ""
         lines.append(f"• `{row.name}`{mark} ({_state(row)}) {cells}" + (f" · {hyper}" if hyper else ""))
     blocks = [header(f"Compare {len(rows)} runs by {metric}")]
@@ -123,11 +124,3 @@ def _state(row: CompareRow) -> str:
         return f"{row.status}, final eval"
     progress = f" at step {row.step}" + (f"/{row.max_steps}" if row.max_steps else "") if row.step is not None else ""
     return f"{row.status}{progress}, partial: not ranked"
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)

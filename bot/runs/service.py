@@ -28,7 +28,7 @@ from storage.db import SessionFactory
 from storage.models import Run
 
 if TYPE_CHECKING:
-    from bot.catalog import Catalog, Plan
+    from bot.catalog import Catalog, GateVerdict, Plan
     from bot.polyaxon import PolyaxonGateway
 
 
@@ -103,10 +103,14 @@ class RunService:
 
     def dry_run(self, cmd: RunCommand, *, user: str) -> Plan:
         """`/finetune run … --dry-run`: the plan, with what the smoke-first gate would say of it."""
+        return self.vet(cmd, user=user)[0]
+
+    def vet(self, cmd: RunCommand, *, user: str) -> tuple[Plan, GateVerdict]:
+        """The plan and the smoke-first gate's verdict, submitting nothing (a dry run, the run form's checks)."""
         plan = self.submitter.plan(cmd)
         verdict = self.submitter.gate.verdict(plan, cmd, user=user, submitting=False)
         plan.validation = verdict.validation
-        return plan
+        return plan, verdict
 
     def retry_pending(self) -> int:
         """Retry submissions that waited for Polyaxon; how many went through."""

@@ -112,49 +112,53 @@ class Submitter:
         the run (a sweep's space) in the same transaction, before its card is rendered.
         """
         name = self.name_for(plan, delivery_key)
-        with self.deps.sessions() as s:
-            existing = repos.get_run_by_name(s, name=name)
-            if existing is not None:  # the same delivery again: nothing new
-                return Reply(text=f"Run `{name}` is already submitted."), None
-            run = repos.create_run(
-                s,
-                name=name,
-                kind=plan.kind,
-                recipe_name=plan.recipe,
-                recipe_hash=plan.recipe_hash,
-                component=plan.component,
-                params=plan.params,
-                overrides=overrides,
-                presets=plan.presets,
-                pins=plan.pins,
-                # A sweep is as comparable as its trials, which share its pins and eval contract.
-                comparable=plan.comparable and plan.kind in ("train", "sweep"),
-                eval_contract=plan.eval_contract,
-                eval_contract_hash=plan.eval_contract_hash,
-                requester=user,
-                channel=channel,
-                status="awaiting_approval" if hold else "submitting",
-                validation=plan.validation,
-                policy=plan.policy or None,
-                # Kept until Polyaxon has it: a process that dies before submitting leaves it for the next tick.
-                pending_operation={"operation": plan.operation, "tags": list(plan.tags)},
-            )
-            if record is not None:
-                record(s, run)
-            verb = plan.kind if plan.kind in ("preflight", "sweep") else "run"
-            repos.add_audit(
-                s, user=user, channel=channel, command=f"{verb} recipe={plan.recipe}", outcome="ok", run_id=run.id
-            )
-            if forced and plan.memory is not None:
-                repos.add_audit(
+        try:
+            with self.deps.sessions() as s:
+                existing = repos.get_run_by_name(s, name=name)
+                if existing is not None:  # the same delivery again: nothing new
+                    return Reply(text=f"Run `{name}` is already submitted."), None
+                run = repos.create_run(
                     s,
-                    user=user,
+                    name=name,
+                    kind=plan.kind,
+                    recipe_name=plan.recipe,
+                    recipe_hash=plan.recipe_hash,
+                    component=plan.component,
+                    params=plan.params,
+                    overrides=overrides,
+                    presets=plan.presets,
+                    pins=plan.pins,
+                    # A sweep is as comparable as its trials, which share its pins and eval contract.
+                    comparable=plan.comparable and plan.kind in ("train", "sweep"),
+                    eval_contract=plan.eval_contract,
+                    eval_contract_hash=plan.eval_contract_hash,
+                    requester=user,
                     channel=channel,
-                    command=f"run recipe={plan.recipe} --force",
-                    outcome="ok",
-                    detail=f"submitted over the memory estimate: {plan.memory.summary()}",
-                    run_id=run.id,
+                    status="awaiting_approval" if hold else "submitting",
+                    validation=plan.validation,
+                    policy=plan.policy or None,
+                    # Kept until Polyaxon has it: a process that dies before submitting leaves it for the next tick.
+                    pending_operation={"operation": plan.operation, "tags": list(plan.tags)},
                 )
+                if record is not None:
+                    record(s, run)
+                verb = plan.kind if plan.kind in ("preflight", "sweep") else "run"
+                repos.add_audit(
+                    s, user=user, channel=channel, command=f"{verb} recipe={plan.recipe}", outcome="ok", run_id=run.id
+                )
+                if forced and plan.memory is not None:
+                    repos.add_audit(
+                        s,
+                        user=user,
+                        channel=channel,
+                        command=f"run recipe={plan.recipe} --force",
+                        outcome="ok",
+                        detail=f"submitted over the memory estimate: {plan.memory.summary()}",
+                        run_id=run.id,
+                    )
+        except repos.DuplicateError:
+            # Another delivery of the same submission (a form submitted twice at once) took the name first.
+            return Reply(text=f"Run `{name}` is already submitted."), None
         self.thread.post_card(run)
         if forced and plan.memory is not None:
             self.thread.post_thread(

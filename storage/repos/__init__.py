@@ -57,6 +57,7 @@ from storage.repos.registrations import (
     get_registration,
     list_registrations,
     registration_for_request,
+    registrations_of,
 )
 from storage.repos.release import (
     add_release_event,
@@ -184,6 +185,7 @@ __all__ = [
     "record_status",
     "registration_for_request",
     "registration_work",
+    "registrations_of",
     "release_digest_slot",
     "revoke_approval",
     "running_preflights",

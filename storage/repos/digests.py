@@ -95,14 +95,19 @@ def digest_runs(session: Session, *, channel: str, since: datetime) -> Sequence[
     return session.exec(stmt.order_by(col(Run.id))).all()
 
 
-def open_approval_requests(session: Session, *, channel: str) -> Sequence[tuple[ApprovalRequest, Run, list[str]]]:
-    """Two queries: the channel's open approval requests with their run and the users who approved so far."""
-    rows = session.exec(
+def open_approval_requests(
+    session: Session, *, channel: str | None, limit: int | None = None
+) -> Sequence[tuple[ApprovalRequest, Run, list[str]]]:
+    """Two queries: open approval requests (of a channel, or all: `None`) with their run and who approved so far."""
+    stmt = (
         select(ApprovalRequest, Run)
         .join(Run, col(Run.id) == col(ApprovalRequest.run_id))
-        .where(ApprovalRequest.channel == channel, ApprovalRequest.status == "open")
+        .where(ApprovalRequest.status == "open")
         .order_by(col(ApprovalRequest.created_at))
-    ).all()
+    )
+    if channel is not None:
+        stmt = stmt.where(ApprovalRequest.channel == channel)
+    rows = session.exec(stmt.limit(limit) if limit is not None else stmt).all()
     ids = [req.id for req, _ in rows]
     approvers: dict[int, list[str]] = {}
     if ids:

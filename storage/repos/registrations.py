@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, or_, select
 
-from storage.models import Registration
+from storage.models import ApprovalRequest, Registration, Run
 from storage.repos.common import DuplicateError
 
 
@@ -36,3 +36,15 @@ def get_registration(session: Session, *, model: str, version: str) -> Registrat
 def registration_for_request(session: Session, *, request_id: int) -> Registration | None:
     """The registration an approval request led to, if any."""
     return session.exec(select(Registration).where(Registration.request_id == request_id)).first()
+
+
+def registrations_of(session: Session, *, user: str, limit: int = 5) -> Sequence[tuple[Registration, Run]]:
+    """One query: the newest versions registered from `user`'s runs or at their request, with the run."""
+    return session.exec(
+        select(Registration, Run)
+        .join(Run, col(Run.id) == col(Registration.run_id))
+        .outerjoin(ApprovalRequest, col(ApprovalRequest.id) == col(Registration.request_id))
+        .where(or_(Run.requester == user, ApprovalRequest.requester == user))
+        .order_by(col(Registration.registered_at).desc(), col(Registration.id).desc())
+        .limit(limit)
+    ).all()

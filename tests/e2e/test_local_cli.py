@@ -35,6 +35,15 @@ as bob
 sleep 4
 /finetune trace tiny-chat:v1
 /finetune status $RUN
+form run
+recipe=quickstart
+lr=7
+submit
+lr=0.1
+epochs=2
+preview
+submit
+home
 """
 # No `quit`: the script ends at EOF, and the last command's answer must still be printed.
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (DEBUG|INFO|WARNING) ", re.MULTILINE)
@@ -74,7 +83,8 @@ def test_local_runs_sft_tiny_to_succeeded_from_a_script(tmp_path: Path, tiny_mod
     assert LOG_LINE.search(out) is None and LOG_LINE.search(done.stderr) is None, done.stderr[-3000:]
     assert " INFO finetune_bot.commands: command " in log.read_text()
     # Models are built on first use of a recipe that needs one (sft-tiny's is there): nothing at start.
-    assert "building it now" not in out and "smollm2" not in out.lower()
+    before_form = out.split("» the run form is open", 1)[0]  # the form lists every recipe by name
+    assert "building it now" not in out and "smollm2" not in before_form.lower()
     assert "no recipe 'sft-tny'; did you mean sft-tiny" in out  # a typo is answered, nothing starts
     # Each card edit is one line of what changed, not the card again.
     lines = out.splitlines()
@@ -94,8 +104,15 @@ def test_local_runs_sft_tiny_to_succeeded_from_a_script(tmp_path: Path, tiny_mod
     assert "is now in *staging*" in out, out[-4000:]
     trace = out.split("Trace of tiny-chat:v1")[-1]
     assert "(stage staging)" in trace and "testing → staging" in trace, trace[:3000]
-    # The script's last command is answered before the shell exits.
+    # The status answer comes before the form's lines.
     assert "(only you) sft-tiny · sft-tiny-" in trace, out[-3000:]
+    # The run form, driven from the shell: fields, a per-field error, the preview, a run with its card, App Home.
+    form = out.split("» the run form is open", 1)[-1]
+    assert "recipe = (empty)" in form and "lr = 0.05" in form, form[:3000]
+    assert "✗ lr: 7 is out of bounds: float in (0, 1]" in form, form[:3000]
+    assert "Plan: quickstart" in form and "lr = 0.1 ←" in form, form[:3000]
+    assert "submitted: the form closed" in form and "(new) quickstart · quickstart-" in form, form[-3000:]
+    assert "Your active runs (1)" in form, form[-3000:]
     assert "stopped waiting" not in out
     # Everything it started is gone: no server, agent or job left behind.
     leftovers = subprocess.run(["pgrep", "-f", str(tmp_path / "store")], capture_output=True, text=True).stdout

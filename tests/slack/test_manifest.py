@@ -11,7 +11,9 @@ import yaml
 from bot.local.slack import SlackSender, SlackStandIn
 from bot.local.slack.sender import block_actions_payload, reaction_event
 from bot.local.slack.server import DEFAULT_CHANNEL
+from bot.local.slack.viewing import submission_payload
 from bot.slack.blocks import COMMAND_ACTION_ID
+from handlers.forms import RERUN_CALLBACK
 from tests.fixtures.slack import BotServer, wait_for
 
 MANIFEST = Path(__file__).resolve().parents[2] / "manifests" / "slack" / "app-manifest.yaml"
@@ -87,3 +89,35 @@ def test_scopes_are_least_privilege(manifest: dict[str, Any]) -> None:
     broad = {s for s in scopes if s.endswith(":history") or s.startswith("admin") or s.endswith(":write.public")}
     # The one read: after a crash, a run's own thread, to tell whether a status post already went out.
     assert broad == {"channels:history"}, "the bot stores what it posted; it never writes everywhere"
+
+
+def test_shortcuts_are_exactly_the_handled_ones(manifest: dict[str, Any], sender: SlackSender) -> None:
+    shortcuts = manifest["features"]["shortcuts"]
+    assert all(s["type"] == "message" and len(s["description"]) <= 80 for s in shortcuts)
+    declared = {s["callback_id"] for s in shortcuts}
+    assert declared == {RERUN_CALLBACK}
+    assert sender.standin is not None
+    ts = sender.standin.post_as_user("U0BOB0001", DEFAULT_CHANNEL, "a message to act on")
+    for callback in (*declared, "some_other_shortcut"):
+        status = sender.message_shortcut(callback, channel_id=DEFAULT_CHANNEL, message_ts=ts).status
+        assert status == (200 if callback in declared else 404), callback
+
+
+def test_the_home_tab_is_on_exactly_when_its_event_is_handled(manifest: dict[str, Any], sender: SlackSender) -> None:
+    home = manifest["features"]["app_home"]
+    assert home["home_tab_enabled"] is True and home["messages_tab_enabled"] is False
+    assert "app_home_opened" in manifest["settings"]["event_subscriptions"]["bot_events"]
+    assert sender.home_opened("U0ALICE01").status == 200
+    assert sender.standin is not None
+    wait_for(lambda: sender.standin.views.home("U0ALICE01"))  # type: ignore[union-attr]
+
+
+def test_form_submissions_are_handled_for_the_run_form_only(sender: SlackSender) -> None:
+    assert sender.standin is not None
+    assert sender.slash_command("run").status == 200
+    view = wait_for(lambda: sender.standin.views.top("U0ALICE01"))  # type: ignore[union-attr]
+    other = {**view, "callback_id": "some_other_form"}
+    with sender.standin.state.lock:
+        payload = submission_payload(sender.standin.state, view["id"])
+    assert sender.interactivity({**payload, "view": other}).status == 404
+    assert sender.submit_view(view["id"])[0].status == 200

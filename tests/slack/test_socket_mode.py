@@ -12,6 +12,7 @@ from bot.app import build_app
 from bot.local.slack import SlackStandIn
 from bot.local.slack.sender import event_envelope, reaction_event, slash_command_fields
 from bot.local.slack.server import DEFAULT_CHANNEL
+from bot.local.slack.viewing import submission_payload
 from bot.services import Services
 from bot.web import MeteredSocketModeHandler
 from storage.db import SessionFactory, make_engine
@@ -57,3 +58,17 @@ def test_socket_mode_round_trip(socket_bot: Services, slack_standin: SlackStandI
     assert metrics.get_sample_value("finetune_bot_slack_acks_total", {"kind": "command"}) == 1
     # The ack counter moves just after the ack goes out: wait for it rather than race it.
     assert wait_for(lambda: metrics.get_sample_value("finetune_bot_slack_acks_total", {"kind": "event"}) == 2)
+
+
+def test_the_run_form_over_socket_mode(socket_bot: Services, slack_standin: SlackStandIn) -> None:
+    """views.open from a command, then a submission whose per-field errors come back in the envelope's ack."""
+    url = slack_standin.new_response_url(channel=DEFAULT_CHANNEL, user="U0ALICE01")
+    trigger = slack_standin.views.mint_trigger("U0ALICE01")
+    slack_standin.socket_mode.deliver(
+        "slash_commands", slash_command_fields("run", response_url=url, trigger_id=trigger)
+    )
+    view = wait_for(lambda: slack_standin.views.top("U0ALICE01"))
+    with slack_standin.state.lock:
+        payload = submission_payload(slack_standin.state, view["id"])
+    ack = slack_standin.socket_mode.deliver("interactive", payload)
+    assert ack is not None and ack["payload"] == {"response_action": "errors", "errors": {"recipe": "Choose a recipe."}}

@@ -1,0 +1,20 @@
+"""The run form: `/finetune run` as a Slack modal with live fields, a preview, and per-field errors.
+
+fields.py   the form's fields from the catalog, what was entered, checked field by field (pure)
+render.py   the form and its preview as views (pure)
+service.py  `RunForm`: open (command, Home, the rerun shortcut), update, preview, check and start
+"""
+
+from bot.forms.fields import ACTION_PREFIX, FORM_CALLBACK, OPEN_ACTION, PREVIEW_ACTION, RECIPE_ACTION, Prefill
+from bot.forms.service import RunForm, form_delivery_key
+
+__all__ = [
+    "ACTION_PREFIX",
+    "FORM_CALLBACK",
+    "OPEN_ACTION",
+    "PREVIEW_ACTION",
+    "RECIPE_ACTION",
+    "Prefill",
+    "RunForm",
+    "form_delivery_key",
+]

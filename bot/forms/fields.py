@@ -1,0 +1,232 @@
+"""The run form's fields, read from the catalog, and what a person entered, checked field by field. Pure.
+
+A form is the `run` command with one field per training key: what it submits is the command text the
+parser reads (`run recipe=… preset=… key=value …`), so the form and the command cannot disagree. Only what
+differs from the recipe's defaults goes into that text, so a run started from the form records the same
+overrides, and the same provenance, as one typed with those values.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.catalog import Catalog, OverrideSpec, PlanError, Preset, Recipe
+from bot.catalog.overrides import settable_keys
+from bot.grammar import CommandError, Scalar, parse_scalar, scalar_text
+
+# The modal and its parts: block ids name the recipe, so choosing another recipe shows its own defaults
+# (Slack keeps what was entered in a field whose block_id and action_id stay the same).
+FORM_CALLBACK = "finetune_run_form"
+ACTION_PREFIX = "finetune_form:"
+RECIPE_ACTION = ACTION_PREFIX + "recipe"
+PREVIEW_ACTION = ACTION_PREFIX + "preview"
+OPEN_ACTION = ACTION_PREFIX + "open"
+RECIPE_BLOCK = "recipe"
+CHANNEL_BLOCK = "channel"
+ACTIONS_BLOCK = "form_actions"
+VALUE = "value"
+
+
+def presets_block(recipe: str) -> str:
+    """The block id of a recipe's presets field."""
+    return f"presets:{recipe}"
+
+
+def key_block(recipe: str, key: str) -> str:
+    """The block id of one training key's field."""
+    return f"key:{recipe}:{key}"
+
+
+@dataclass(frozen=True)
+class FormContext:
+    """What the modal remembers (its private_metadata): the channel it came from, and where it was opened."""
+
+    channel: str | None = None
+    origin: str = "command"  # command, home, rerun
+    rerun_of: str | None = None
+
+    def dump(self) -> str:
+        """As private_metadata."""
+        return json.dumps({"channel": self.channel, "origin": self.origin, "rerun_of": self.rerun_of})
+
+    @classmethod
+    def load(cls, text: str | None) -> FormContext:
+        """From private_metadata (an empty one: a form with no channel yet)."""
+        try:
+            data = json.loads(text or "{}")
+        except ValueError:
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
+        return cls(
+            channel=data.get("channel") or None,
+            origin=str(data.get("origin") or "command"),
+            rerun_of=data.get("rerun_of") or None,
+        )
+
+
+@dataclass(frozen=True)
+class Prefill:
+    """What a form starts with: a recipe, its presets and overrides (a rerun's), or nothing chosen yet."""
+
+    recipe: str | None = None
+    presets: tuple[str, ...] | None = None
+    overrides: dict[str, Scalar] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One training key as a form field."""
+
+    key: str
+    spec: OverrideSpec
+    default: Scalar | None
+
+    @property
+    def label(self) -> str:
+        """The key, and the component input it sets when that has another name."""
+        return self.key if self.spec.input == self.key else f"{self.key} ({self.spec.input})"
+
+    @property
+    def hint(self) -> str:
+        """Type and bounds, the recipe's default, and the declared help."""
+        default = "" if self.default is None else f" · recipe default {render_value(self.default)}"
+        help_text = f" · {self.spec.help}" if self.spec.help else ""
+        return f"{self.spec.describe()}{default}{help_text}"
+
+
+def render_value(value: Scalar) -> str:
+    """A value as the command line writes it (`0.003`, `2e-05`, `true`)."""
+    return scalar_text(value)
+
+
+def field_specs(catalog: Catalog, recipe: Recipe) -> list[FieldSpec]:
+    """The recipe's settable keys, in its order, with their defaults (the recipe's, else the component's)."""
+    component = catalog.components[recipe.spec.component]
+    specs = []
+    for key in settable_keys(recipe):
+        spec = recipe.overrides[key]
+        default = recipe.spec.defaults.get(spec.input)
+        if default is None and spec.input in component.inputs:
+            value = component.inputs[spec.input].value
+            default = value if isinstance(value, bool | int | float | str) else None
+        specs.append(FieldSpec(key=key, spec=spec, default=default))
+    return specs
+
+
+def allowed_presets(catalog: Catalog, recipe: Recipe) -> list[Preset]:
+    """Presets that fit the recipe's component (its run kind)."""
+    kind = catalog.components[recipe.spec.component].run_kind
+    return [p for p in catalog.presets.values() if p.target_kind in (None, kind)]
+
+
+@dataclass
+class Entered:
+    """What a person entered in the form: read from the view's state."""
+
+    context: FormContext
+    recipe: str | None = None
+    channel: str | None = None
+    presets: list[str] | None = None
+    values: dict[str, str] = field(default_factory=dict)  # key -> text, only fields that hold something
+
+
+def read_entered(view: dict[str, Any]) -> Entered:
+    """The form's state (`view.state.values`) and private_metadata, as the form's fields."""
+    context = FormContext.load(view.get("private_metadata"))
+    values = ((view.get("state") or {}).get("values")) or {}
+    entered = Entered(context=context, channel=context.channel)
+    selected = (values.get(RECIPE_BLOCK) or {}).get(RECIPE_ACTION) or {}
+    entered.recipe = ((selected.get("selected_option")) or {}).get("value")
+    chosen = (values.get(CHANNEL_BLOCK) or {}).get(VALUE) or {}
+    if chosen.get("selected_conversation"):
+        entered.channel = str(chosen["selected_conversation"])
+    if entered.recipe is None:
+        return entered
+    picked = (values.get(presets_block(entered.recipe)) or {}).get(VALUE)
+    if picked is not None:
+        entered.presets = [o["value"] for o in picked.get("selected_options") or []]
+    prefix = key_block(entered.recipe, "")
+    for block_id, actions in values.items():
+        if not block_id.startswith(prefix):
+            continue
+        state = (actions or {}).get(VALUE) or {}
+        text = state.get("value")
+        if text is None and state.get("selected_option"):
+            text = state["selected_option"]["value"]
+        if text is not None and str(text).strip():
+            entered.values[block_id.removeprefix(prefix)] = str(text).strip()
+    return entered
+
+
+@dataclass
+class Checked:
+    """A form checked field by field: the command text it stands for, or the errors by block id."""
+
+    text: str | None
+    errors: dict[str, str]
+
+
+def check_entered(catalog: Catalog, entered: Entered, *, needs_channel: bool) -> Checked:
+    """Check each field as the catalog would; the `run` command text when every field holds."""
+    errors: dict[str, str] = {}
+    if needs_channel and not entered.channel:
+        errors[CHANNEL_BLOCK] = "Choose the channel the run's card goes to."
+    if entered.recipe is None:
+        errors[RECIPE_BLOCK] = "Choose a recipe."
+        return Checked(None, errors)
+    try:
+        recipe = catalog.recipe(entered.recipe)
+    except PlanError as exc:
+        return Checked(None, {**errors, RECIPE_BLOCK: exc.message})
+    parts = ["run", f"recipe={recipe.name}"]
+    presets = _presets_part(recipe, entered.presets)
+    if presets:
+        parts.append(presets)
+    for spec in field_specs(catalog, recipe):
+        text = entered.values.get(spec.key)
+        if text is None:
+            continue
+        try:
+            value = spec.spec.coerce(parse_scalar(text), key=spec.key, written=text)
+        except CommandError as exc:  # shown under the field: no need to name it
+            errors[key_block(recipe.name, spec.key)] = exc.message
+            continue
+        except ValueError as exc:
+            errors[key_block(recipe.name, spec.key)] = str(exc)
+            continue
+        if spec.default is None or value != _typed_default(spec):
+            parts.append(f"{spec.key}={shlex.quote(text)}")
+    return Checked(None if errors else " ".join(parts), errors)
+
+
+def _typed_default(spec: FieldSpec) -> Scalar | None:
+    try:
+        return spec.spec.coerce(spec.default) if spec.default is not None else None
+    except ValueError:
+        return spec.default
+
+
+def _presets_part(recipe: Recipe, presets: list[str] | None) -> str | None:
+    """`preset=a,b`, or None when the selection is the recipe's defaults (so provenance says so)."""
+    if presets is None or list(presets) == list(recipe.spec.presets):
+        return None
+    if not presets:
+        # Nothing picked: the recipe's defaults apply, as on the command line without preset=.
+        return None
+    return "preset=" + ",".join(presets)
+
+
+def error_block(message: str, entered: Entered) -> str:
+    """The field a catalog refusal is about: presets, a named training key, or the recipe."""
+    recipe = entered.recipe or ""
+    lowered = message.lower()
+    for key in entered.values:
+        if f"{key}=" in lowered or f"{key}:" in lowered or f"`{key}`" in lowered or f" {key} " in f" {lowered} ":
+            return key_block(recipe, key)
+    if "preset" in lowered or "memory" in lowered:
+        return presets_block(recipe)
+    return RECIPE_BLOCK

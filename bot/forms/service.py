@@ -1,0 +1,193 @@
+"""RunForm: the `run` command as a modal — opened by `/finetune run`, App Home's "New run" and the "Rerun with
+changes" shortcut; live as a recipe is chosen; previewed in place; checked field by field on submit.
+
+A submission that passes is started exactly as the typed command: the same parser reads the text the form
+stands for, the same run service starts it, and the delivery key is the view's id, so submitting one form
+twice starts one run.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot.catalog import Catalog, Plan
+from bot.forms.fields import (
+    CHANNEL_BLOCK,
+    RECIPE_BLOCK,
+    Checked,
+    Entered,
+    FormContext,
+    Prefill,
+    check_entered,
+    error_block,
+    presets_block,
+    read_entered,
+)
+from bot.forms.render import field_labels, render_form, render_preview
+from bot.grammar import CommandError, RunCommand, parse_command
+from bot.runs.submit import memory_refusal
+from bot.slack.blocks import section
+from bot.slack.views import MAX_ERROR, ViewError, message_modal, open_modal, push_modal, update_modal
+from storage import repos
+
+if TYPE_CHECKING:
+    from bot.runs import RunService
+    from storage.db import SessionFactory
+
+log = logging.getLogger(__name__)
+
+NOT_A_CARD = (
+    "*Rerun with changes* works on a run's card: the message the bot posted when the run started. "
+    "Choose it from the `⋮` menu of a card."
+)
+
+
+def form_delivery_key(view: dict[str, Any]) -> str:
+    """One form, one run: however often it is submitted, its runs are named after the view."""
+    return f"view:{view.get('root_view_id') or view.get('id')}"
+
+
+class RunForm:
+    """Opens, updates, previews and submits the run form."""
+
+    def __init__(
+        self, *, catalog: Catalog, client: WebClient, sessions: SessionFactory, runs: RunService | None
+    ) -> None:
+        self.catalog = catalog
+        self.client = client
+        self.sessions = sessions
+        self.runs = runs
+
+    # --- opening ----------------------------------------------------------------------------------
+
+    def open(self, trigger_id: str, *, channel: str | None, origin: str, prefill: Prefill | None = None) -> None:
+        """Open the form (ViewError when Slack refuses, e.g. the trigger expired)."""
+        ctx = FormContext(channel=channel, origin=origin)
+        open_modal(self.client, trigger_id, render_form(self.catalog, ctx, prefill or Prefill()))
+
+    def open_rerun(self, trigger_id: str, *, channel: str, message_ts: str) -> None:
+        """The shortcut on a message: the form prefilled with the run whose card it is, or why not."""
+        with self.sessions() as s:
+            run = repos.newest_attempt_on_card(s, channel=channel, card_ts=message_ts)
+        if run is None or run.recipe_name not in self.catalog.recipes:
+            reason = NOT_A_CARD if run is None else f"Recipe `{run.recipe_name}` is no longer in the catalog."
+            open_modal(self.client, trigger_id, message_modal("Rerun with changes", [section(reason)]))
+            return
+        prefill = Prefill(recipe=run.recipe_name, presets=tuple(run.presets), overrides=dict(run.overrides))
+        ctx = FormContext(channel=channel, origin="rerun", rerun_of=run.name)
+        open_modal(self.client, trigger_id, render_form(self.catalog, ctx, prefill))
+
+    # --- while it is open ---------------------------------------------------------------------------
+
+    def recipe_chosen(self, view: dict[str, Any]) -> None:
+        """A recipe was picked: show its presets and keys (unless the view changed meanwhile: its hash)."""
+        entered = read_entered(view)
+        form = render_form(self.catalog, entered.context, Prefill(recipe=entered.recipe))
+        try:
+            update_modal(self.client, str(view["id"]), form, hash_=view.get("hash"))
+        except ViewError as exc:
+            if exc.error != "hash_conflict":
+                raise
+            # The person changed the form again meanwhile: that change's own action renders it.
+            log.info("run form %s changed while it was updated; left to the newer action", view.get("id"))
+
+    def preview(self, view: dict[str, Any], trigger_id: str, *, user: str) -> None:
+        """Push the preview: the compiled plan, pins, memory estimate and the gate's verdict, or what to fix."""
+        entered = read_entered(view)
+        checked, plan = self.check(entered, user=user)
+        labels = field_labels(self.catalog, entered.recipe)
+        push_modal(self.client, trigger_id, render_preview(plan, checked.errors, labels))
+
+    # --- submitting ---------------------------------------------------------------------------------
+
+    def errors(self, view: dict[str, Any], *, user: str) -> dict[str, str]:
+        """The submission's errors by block id (Slack shows each under its field); empty when it may start."""
+        entered = read_entered(view)
+        checked, _ = self.check(entered, user=user)
+        errors = dict(checked.errors)
+        if entered.context.channel is None and entered.channel is not None and CHANNEL_BLOCK not in errors:
+            problem = self._channel_problem(entered.channel)
+            if problem:
+                errors[CHANNEL_BLOCK] = problem
+        return {block: message[:MAX_ERROR] for block, message in errors.items()}
+
+    def refused(self, view: dict[str, Any], *, user: str, errors: dict[str, str]) -> None:
+        """Audit a submission answered with errors: who, where, which fields (never the values entered)."""
+        entered = read_entered(view)
+        with self.sessions() as s:
+            repos.add_audit(
+                s,
+                user=user,
+                channel=entered.channel,
+                command="/finetune run (form)",
+                outcome="refused",
+                detail="fields: " + ", ".join(sorted(errors)),
+            )
+
+    def _channel_problem(self, channel: str) -> str | None:
+        """Why the bot cannot post a card in a chosen channel, if it cannot."""
+        try:
+            info = self.client.conversations_info(channel=channel)
+        except SlackApiError as exc:
+            return f"The bot cannot see that channel ({exc.response.get('error')}): choose one it is in."
+        if not (info.get("channel") or {}).get("is_member"):
+            return f"The bot is not in <#{channel}>: invite it (`/invite @finetune-bot`) or choose a channel it is in."
+        return None
+
+    def check(self, entered: Entered, *, user: str) -> tuple[Checked, Plan | None]:
+        """Fields first, then the whole command as the parser, the catalog and the gates read it."""
+        needs_channel = entered.context.channel is None
+        checked = check_entered(self.catalog, entered, needs_channel=needs_channel)
+        if checked.text is None:
+            return checked, None
+        try:
+            command = parse_command(checked.text)
+            assert isinstance(command, RunCommand)
+            if self.runs is not None:
+                plan, verdict = self.runs.vet(command, user=user)
+            else:
+                plan, verdict = self.catalog.plan(command), None
+        except CommandError as exc:  # PlanError included
+            block = error_block(exc.message, entered)
+            return Checked(None, {**checked.errors, block: exc.message}), None
+        errors = dict(checked.errors)
+        if plan.over_memory_budget:
+            errors[presets_block(plan.recipe)] = memory_refusal(plan)
+        if verdict is not None and not verdict.allowed:
+            errors[RECIPE_BLOCK] = verdict.refusal or "the preflight gate refuses this run"
+        return Checked(checked.text if not errors else None, errors), plan
+
+    def start(self, view: dict[str, Any], *, user: str) -> None:
+        """After the ack closed the form: start the run as the command would, and tell the person (ephemeral)."""
+        entered = read_entered(view)
+        channel = entered.channel
+        checked, _ = self.check(entered, user=user)
+        if channel is None:
+            log.error("run form %s submitted without a channel", view.get("id"))
+            return
+        if checked.text is None:  # changed between the check and now (a preflight expired, say)
+            message = "\n".join(f"• {m}" for m in checked.errors.values())
+            self._tell(channel, user, f":x: The run form could not start the run:\n{message}")
+            return
+        if self.runs is None:
+            self._tell(channel, user, "Runs need Polyaxon, which this bot was started without (POLYAXON_HOST).")
+            return
+        command = parse_command(checked.text)
+        assert isinstance(command, RunCommand)
+        try:
+            reply = self.runs.submit(command, user=user, channel=channel, delivery_key=form_delivery_key(view))
+        except CommandError as exc:
+            self._tell(channel, user, f":x: {exc.message}")
+            return
+        self._tell(channel, user, f"{reply.text}\nFrom the form: `/finetune {checked.text}`")
+
+    def _tell(self, channel: str, user: str, text: str) -> None:
+        try:
+            self.client.chat_postEphemeral(channel=channel, user=user, text=text, blocks=[section(text)])
+        except SlackApiError as exc:
+            # The run (if any) has its card; only this note is lost, and the log says why.
+            log.error("could not tell %s in %s about the run form: %s", user, channel, exc.response.get("error"))
