@@ -169,6 +169,7 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
     from bot.release import ReleaseService
     from bot.runs import RunService
     from bot.sweeps import SweepFollower, SweepService
+    from bot.usage import UsageService
 
     engine = make_engine(settings.finetune.database_url)
     sessions = SessionFactory(engine)
@@ -206,12 +207,14 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
         services.runs = RunService(
             settings=settings, sessions=sessions, catalog=catalog, gateway=gateway, client=client, clock=services.clock
         )
-        services.registry = RegistrationService(services.runs)
+        services.usage = UsageService(services.runs.deps)
+        services.registry = RegistrationService(services.runs, usage=services.usage)
+        services.digests.usage = services.usage
         services.release = ReleaseService(services.registry)
         services.outputs = OutputsService(services.runs.deps, services.runs.thread)
         services.preflights = PreflightService(services.runs.deps, services.runs.thread, services.runs.submitter)
         runs = services.runs
-        services.sweeps = SweepService(runs.deps, runs.thread, runs.submitter, runs.comparer)
+        services.sweeps = SweepService(runs.deps, runs.thread, runs.submitter, runs.comparer, usage=services.usage)
         interval = settings.finetune.watch_interval_s
         # Several replicas share one database: the watcher runs on whichever holds this lease.
         lease = LeaseGuard(
@@ -230,6 +233,7 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
             clock=services.clock,
             stuck_after=timedelta(seconds=settings.finetune.stuck_after_s),
             still_leader=lease.still_held,
+            usage=services.usage,
         )
         watcher_jobs.register(scheduler, watcher, interval_s=interval, lease=lease)
     app = build_app(settings, services)

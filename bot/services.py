@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from bot.release import ReleaseService
     from bot.runs import RunService
     from bot.sweeps import SweepService
+    from bot.usage import UsageService
 
 # Work waits at most this long for pending acks, so a steady stream of deliveries cannot starve it.
 MAX_YIELD_S = 0.25
@@ -180,6 +181,8 @@ class Services:
     preflights: PreflightService | None = None
     sweeps: SweepService | None = None
     release: ReleaseService | None = None
+    # Accelerator-hours: estimates, accounting, `usage` and `budget` (needs Polyaxon, built with `runs`).
+    usage: UsageService | None = None
     # Slack-native surfaces: the run form (a modal) and App Home; `build_app` builds them on the app's client.
     forms: RunForm | None = None
     home: AppHome | None = None

@@ -11,6 +11,7 @@ from bot.deliveries import command_key
 from bot.explain import render_command_error, render_help, render_plan, render_presets, render_recipes
 from bot.grammar import (
     SUBCOMMANDS,
+    BudgetCommand,
     Command,
     CommandError,
     CompareCommand,
@@ -30,6 +31,7 @@ from bot.grammar import (
     StopCommand,
     SweepCommand,
     TraceCommand,
+    UsageCommand,
     parse_command,
     wants_run_form,
 )
@@ -138,7 +140,9 @@ def handle_command(services: Services, command: Command, *, user: str, channel: 
     if isinstance(command, RunCommand) and command.dry_run:
         # A PlanError (unknown recipe, a key the recipe does not declare, …) is a CommandError: the caller replies.
         if services.runs is not None:  # with the smoke-first gate's verdict, which needs the stored preflights
-            return render_plan(services.runs.dry_run(command, user=user), notes=command.notes)
+            plan = services.runs.dry_run(command, user=user)
+            guess = services.usage.estimate(plan) if services.usage is not None else None
+            return render_plan(plan, notes=command.notes, estimate=guess.line() if guess else None)
         return render_plan(_catalog(services).plan(command), notes=command.notes)
     if isinstance(command, DigestCommand):
         if services.digests is None:
@@ -153,15 +157,18 @@ def handle_command(services: Services, command: Command, *, user: str, channel: 
         sweep_reply = handle_sweep_command(services, command, user=user, channel=channel, delivery_key=delivery_key)
         if sweep_reply is not None:
             return sweep_reply
-    if isinstance(command, RunCommand) and command.skip_preflight:
-        if services.registry is None:
-            return not_available(command.name, NEEDS_POLYAXON)
-        # Skipping a preflight is an approval: registration's machinery holds the run until approvers agree.
-        return services.registry.skip_preflight(
-            command, user=user, channel=channel, delivery_key=delivery_key
-        ).as_blocks()
     if isinstance(command, RunCommand):
-        return runs.submit(command, user=user, channel=channel, delivery_key=delivery_key).as_blocks()
+        if services.registry is None:
+            return runs.submit(command, user=user, channel=channel, delivery_key=delivery_key).as_blocks()
+        # Skipping a preflight, or going over the channel's budget, is an approval: registration's machinery
+        # holds the run until approvers agree.
+        return services.registry.submit_run(command, user=user, channel=channel, delivery_key=delivery_key).as_blocks()
+    if isinstance(command, UsageCommand | BudgetCommand):
+        if services.usage is None:
+            return not_available(command.name, NEEDS_POLYAXON)
+        if isinstance(command, UsageCommand):
+            return services.usage.usage(command, channel=channel).as_blocks()
+        return services.usage.budget(command, user=user, channel=channel).as_blocks()
     if isinstance(command, StatusCommand):
         return runs.status(command.run, user=user).as_blocks()
     if isinstance(command, LogsCommand):
@@ -205,7 +212,16 @@ def handle_sweep_command(
     if isinstance(command, SweepCommand):
         if command.dry_run:
             return sweeps.dry_run(command, user=user)
-        return sweeps.submit(command, user=user, channel=channel, delivery_key=delivery_key).as_blocks()
+        if services.usage is not None and services.registry is not None:
+            # A sweep over the channel's budget (its estimate × trials) is held like a run, for an approver.
+            sweep_plan = sweeps.plan(command)
+            verdict = services.usage.verdict(sweep_plan.plan, channel=channel, trials=sweep_plan.trials)
+            if verdict.over:
+                held, run = sweeps.submit(command, user=user, channel=channel, delivery_key=delivery_key, hold=True)
+                if run is None:  # the same delivery again
+                    return held.as_blocks()
+                return services.registry.budget_holds.ask(run, verdict, user=user).as_blocks()
+        return sweeps.submit(command, user=user, channel=channel, delivery_key=delivery_key)[0].as_blocks()
     if isinstance(command, StatusCommand) and command.run is not None:
         sweep = sweeps.find(command.run)
         return sweeps.status(sweep).as_blocks() if sweep is not None else None

@@ -80,6 +80,9 @@ class Run(SQLModel, table=True):
     failure: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON(), nullable=True))
     # The last Polyaxon status condition told while it waited ("reason: message"): the same one is not told twice.
     condition: str | None = Field(default=None, max_length=512)
+    # What it holds while running and what an hour costs, as its presets said when it was submitted
+    # (bot.catalog.cost.CostProfile): accounting multiplies its time in running by this.
+    cost: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON(), nullable=True))
     # Digests and `status` ask for runs created in a period.
     created_at: datetime = _created(index=True)
     updated_at: datetime = _created()
@@ -314,6 +317,34 @@ class DigestPost(SQLModel, table=True):
     posted_at: datetime | None = _ts()
     message_ts: str | None = Field(default=None, max_length=32)
     late: bool = Field(default=False)
+
+
+class ChannelBudget(SQLModel, table=True):
+    """A channel's accelerator-hour budget per week or month (approvers set it)."""
+
+    __tablename__ = "channel_budgets"
+
+    id: int | None = Field(default=None, primary_key=True)
+    channel: str = Field(max_length=32, unique=True)
+    hours: float
+    period: str = Field(max_length=8, description="week or month")
+    set_by: str = Field(max_length=32)
+    set_at: datetime = _created()
+
+
+class BudgetNotice(SQLModel, table=True):
+    """A budget level (80 %) told to a channel: the unique key makes it once per period."""
+
+    __tablename__ = "budget_notices"
+    __table_args__ = (
+        sa.UniqueConstraint("channel", "period_start", "level", name="uq_budget_notices_channel_period_level"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    channel: str = Field(max_length=32)
+    period_start: datetime = Field(sa_column=sa.Column(UTCDateTime(), nullable=False))
+    level: int
+    created_at: datetime = _created()
 
 
 class Lease(SQLModel, table=True):

@@ -21,12 +21,14 @@ Where things live:
     preflight.py   compiling a preflight from a distributed run's plan
     sweep.py       compiling a sweep: its space checked against the recipe, one matrix operation
     contract.py    which metric of an eval contract ranks runs
+    cost.py        what a run holds while running and what an hour costs (presets, pricing.yaml)
     catalog.py     `Catalog`: load, lookups, `plan`
     check.py       `finetune-bot manifests check`
 """
 
 from bot.catalog.catalog import Catalog
 from bot.catalog.check import check_catalog
+from bot.catalog.cost import CostProfile, Pricing
 from bot.catalog.digests import content_digest, eval_contract_hash, sha256_file
 from bot.catalog.errors import CatalogError, PlanError
 from bot.catalog.gate import GateVerdict, PassedPreflight, check_gate, preflight_command
@@ -40,6 +42,7 @@ __all__ = [
     "Catalog",
     "CatalogError",
     "Component",
+    "CostProfile",
     "GateVerdict",
     "InputSpec",
     "MemoryEstimate",
@@ -48,6 +51,7 @@ __all__ = [
     "Plan",
     "PlanError",
     "Preset",
+    "Pricing",
     "Recipe",
     "RecipeFile",
     "SweepPlan",

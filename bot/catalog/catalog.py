@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bot.catalog.cost import Pricing, cost_profile, load_pricing
 from bot.catalog.errors import PlanError
 from bot.catalog.fit import presets_that_fit
 from bot.catalog.loading import load_manifests
@@ -26,12 +27,14 @@ class Catalog:
         components: dict[str, Component],
         presets: dict[str, Preset],
         recipes: dict[str, Recipe],
+        pricing: Pricing | None = None,
     ) -> None:
         self.root = root
         self.repo_root = root.parent
         self.components = components
         self.presets = presets
         self.recipes = recipes
+        self.pricing = pricing or Pricing()
         # One per catalog: local content digests are cached across plans.
         self._pinner = Pinner(self.repo_root)
 
@@ -39,7 +42,8 @@ class Catalog:
     def load(cls, catalog_dir: Path) -> Catalog:
         """Read and validate every manifest; raise `CatalogError` naming the file and field."""
         root = Path(catalog_dir)
-        return cls(root, *load_manifests(root))
+        components, presets, recipes = load_manifests(root)
+        return cls(root, components, presets, recipes, load_pricing(root, presets))
 
     # -- lookups --
 
@@ -68,6 +72,7 @@ class Catalog:
         component = self.components[recipe.spec.component]
         choice = presets_for_run(cmd.presets, recipe, component, self.presets)
         plan = compile_plan(cmd, recipe, component, choice, self._pinner, require_local=require_local)
+        plan.cost = cost_profile(plan.resources, choice.presets, self.pricing, plan.operation)
         if plan.memory is not None and plan.memory.fits is False:
             plan.fitting_presets = presets_that_fit(recipe, component, plan, self.presets.values(), self.repo_root)
         return mark_distributed(plan)
@@ -93,7 +98,7 @@ class Catalog:
         """Compile the serving check of a registered checkpoint trained by `recipe_name`, and its spec digest.
 
         `checkpoint` is a path inside the artifacts of run `model_run` (as lineage records it), or absolute."""
-        return compile_serving_check(
+        plan, digest = compile_serving_check(
             self.recipe(recipe_name),
             self.components,
             self.presets,
@@ -101,6 +106,9 @@ class Catalog:
             model_run=model_run,
             repo_root=self.repo_root,
         )
+        presets = [self.presets[name] for name in plan.presets if name in self.presets]
+        plan.cost = cost_profile(plan.resources, presets, self.pricing, plan.operation)
+        return plan, digest
 
     def missing_local_builds(self) -> list[str]:
         """Build commands of local models and datasets that recipes name but that are not built yet."""

@@ -219,6 +219,8 @@ class Preset(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     # `maxPending`: how long a run on this preset may wait to start before the bot stops it (seconds or 10m).
     max_pending: str | int | None = None
+    # `maxDuration`: the longest a run on this preset is expected to run: an estimate's bound before any was measured.
+    max_duration: str | int | None = None
     # What the preset decides: `resources` (accelerators, CPU, memory, the node pool they need, the queue),
     # `placement` (spot/preemptible nodes, zones, retries) or `storage` (where checkpoints go). A run gets one
     # preset per family: the user's replaces the recipe's default of the same family, the others stay.

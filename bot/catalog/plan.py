@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from bot.catalog.cost import CostProfile
 from bot.catalog.errors import PlanError
 from bot.catalog.manifests import Component, Recipe
 from bot.catalog.memory import MemoryEstimate, estimate_run_memory
@@ -63,6 +64,8 @@ class Plan(BaseModel):
     validation: dict[str, Any] | None = None
     # The failure policy the run is stored with (bot.catalog.policy): retries, start deadline, notify channel.
     policy: dict[str, Any] = Field(default_factory=dict)
+    # What it holds while running and what an hour costs (bot.catalog.cost); the estimate is the run service's.
+    cost: CostProfile | None = None
 
     @property
     def over_memory_budget(self) -> bool:

@@ -23,13 +23,14 @@ from bot.grammar import closest, did_you_mean
 
 FAMILIES = ("resources", "placement", "storage")
 # Catalog metadata: read by the bot, removed before Polyaxon merges the preset.
-METADATA_KEYS = frozenset({"name", "description", "family", "maxPending"})
+METADATA_KEYS = frozenset({"name", "description", "family", "maxPending", "maxDuration"})
 PRESET_KEYS = frozenset(
     {
         "name",
         "description",
         "family",
         "maxPending",
+        "maxDuration",
         "kind",
         "version",
         "isPreset",
@@ -106,6 +107,12 @@ def parse_preset(data: dict[str, Any], stem: str, rel: str, training_keys: froze
             duration_s(max_pending)
         except ValueError as exc:
             raise CatalogError(rel, "maxPending", str(exc)) from exc
+    max_duration = data.get("maxDuration")
+    if max_duration is not None:
+        try:
+            duration_s(max_duration)
+        except ValueError as exc:
+            raise CatalogError(rel, "maxDuration", str(exc)) from exc
     document = {key: value for key, value in data.items() if key not in METADATA_KEYS}
     return Preset(
         name=data["name"],
@@ -116,6 +123,7 @@ def parse_preset(data: dict[str, Any], stem: str, rel: str, training_keys: froze
         params=params,
         family=family,
         max_pending=max_pending,
+        max_duration=max_duration,
     )
 
 

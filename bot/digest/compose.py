@@ -82,6 +82,8 @@ class DigestData(BaseModel):
     scheduled_for: datetime | None = None
     timezone: str = "UTC"
     more_link: str | None = None
+    # The channel's accelerator-hours this week and its top spenders (bot.usage), when there is anything.
+    usage: str | None = None
 
 
 def _fmt_age(delta: timedelta) -> str:
@@ -222,6 +224,8 @@ def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
         and not data.registrations
     )
 
+    if data.usage:
+        blocks.append(_section(data.usage))
     if nothing:
         blocks.append(_section(f"No runs since {_fmt_time(data.since, tz)}, and nothing waits for a decision."))
         return blocks

@@ -29,6 +29,7 @@ from bot.runs.evals import primary_metric
 from bot.scheduler import PERSISTENT, latest_fire_time
 from bot.settings import Settings
 from bot.slack.links import WorkspaceAddress, archive_link
+from bot.usage import UsageService
 from storage import repos
 from storage.db import SessionFactory
 from storage.models import ApprovalRequest, Run, Sweep
@@ -56,6 +57,8 @@ class DigestRuntime:
         self.clock = clock
         self.key = key
         self._address = WorkspaceAddress(client)
+        # Set by the composition root when Polyaxon is configured: the digest carries the week's usage.
+        self.usage: UsageService | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -210,6 +213,7 @@ class DigestRuntime:
             scheduled_for=scheduled_for,
             timezone=self._channel_tz(channel),
             more_link=f"{base.rstrip('/')}/archives/{channel}" if base else None,
+            usage=self.usage.digest_line(channel) if self.usage is not None else None,
         )
 
     def _channel_tz(self, channel: str) -> str:

@@ -32,6 +32,8 @@ USAGE: dict[str, str] = {
     "trace": "/finetune trace MODEL[:VERSION]",
     "promote": "/finetune promote MODEL:VERSION stage=staging|production",
     "rollback": "/finetune rollback MODEL stage=staging|production",
+    "usage": "/finetune usage [period=week|month] [by=user|recipe|preset]",
+    "budget": "/finetune budget [set HOURS per=week|month | off]",
     "help": "/finetune help [SUBCOMMAND]",
 }
 
@@ -122,6 +124,18 @@ HELP: dict[str, str] = {
     "rollback": (
         "Move a stage back to the version that held it before (approvers only, audited; no serving check, as "
         "that version held the stage already). The version rolled back is disabled."
+    ),
+    "usage": (
+        "Show this channel's accelerator-hours for the week or month so far, by user, recipe or preset: time in "
+        "running × accelerators × replicas from each run's recorded status times (CPU presets count core-hours), "
+        "retries and preflights included, a run that spans the period's start counted from it, and the cost "
+        "where the platform set a price."
+    ),
+    "budget": (
+        "Show the channel's accelerator-hour budget and what is spent of it; `budget set 200 per=week` sets it "
+        "(approvers only, audited), `budget off` removes it. A run or sweep whose estimate would take the period "
+        "over the budget is held until an approver approves it with the approval emoji (registration's rules); "
+        "the channel is told once when 80 % is spent."
     ),
     "help": "Show help for every subcommand, or for one: `/finetune help run`.",
 }

@@ -118,7 +118,7 @@ def _gate_text(plan: Plan) -> str:
     return text
 
 
-def render_plan(plan: Plan, *, notes: Sequence[str] = ()) -> list[dict[str, Any]]:
+def render_plan(plan: Plan, *, notes: Sequence[str] = (), estimate: str | None = None) -> list[dict[str, Any]]:
     """The dry-run reply: recipe, pins, params with provenance, resources, eval contract, memory, warnings.
 
     `notes` are the command's own (`RunCommand.notes`, e.g. names read lower-case), shown once under the title.
@@ -167,6 +167,7 @@ def render_plan(plan: Plan, *, notes: Sequence[str] = ()) -> list[dict[str, Any]
         blocks.append(section("*Eval contract*: none (this recipe defines no fixed evaluation)"))
     if plan.memory is not None:
         blocks.append(section(_memory_lines(plan)))
+    blocks.append(section(_cost_text(plan, estimate)))
     if plan.distributed:
         blocks.append(section(_gate_text(plan)))
     blocks.append(section(failure_policy_text(plan.policy)))
@@ -177,6 +178,26 @@ def render_plan(plan: Plan, *, notes: Sequence[str] = ()) -> list[dict[str, Any]
             context("Nothing was submitted (`--dry-run`). Run the same command without `--dry-run` to start it.")
         )
     return cap_blocks(blocks, "…plan truncated to fit Slack's 50-block limit.")
+
+
+def _cost_text(plan: Plan, estimate: str | None) -> str:
+    """What it holds while running, the price where set, and the estimate (the usage service's, when there is one)."""
+    cost = plan.cost
+    if cost is None:
+        return "*Accelerator-hours*: unknown (no cost profile)"
+    held = f"{cost.count:g} {cost.unit}{'s' if cost.count != 1 else ''} while running"
+    price = (
+        f" · {cost.price:g} {cost.currency} per {cost.unit}-hour ({escape(str(cost.price_source))})"
+        if cost.price is not None
+        else " · no price set"
+    )
+    line = f"*Accelerator-hours* {held}{price}"
+    if estimate:
+        return f"{line}\n• estimate {escape(estimate)}"
+    if cost.max_duration_s is not None:
+        bound = human_duration(cost.max_duration_s) + f" ({escape(str(cost.max_duration_source))})"
+        return f"{line}\n• at most {bound}"
+    return line
 
 
 def failure_policy_text(policy: dict[str, Any]) -> str:

@@ -145,13 +145,15 @@ def _element(field: FieldSpec, initial: Scalar | None) -> dict[str, Any]:
     return element
 
 
-def render_preview(plan: Plan | None, errors: dict[str, str], labels: dict[str, str]) -> View:
+def render_preview(
+    plan: Plan | None, errors: dict[str, str], labels: dict[str, str], *, estimate: str | None = None
+) -> View:
     """The preview pushed over the form: the plan as `--dry-run` shows it, or what to fix first, field by field."""
     if plan is None:
         lines = [f"• *{escape(labels.get(block, block))}*: {escape(message)}" for block, message in errors.items()]
         blocks = [section(":x: Nothing can be planned yet. Fix these, then preview again:\n" + "\n".join(lines))]
     else:
-        blocks = render_plan(plan)
+        blocks = render_plan(plan, estimate=estimate)
         if errors:
             lines = [f"• {escape(message)}" for message in errors.values()]
             blocks.insert(1, section(":no_entry: Submitting would be refused:\n" + "\n".join(lines)))

@@ -9,6 +9,7 @@ twice starts one run.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from slack_sdk import WebClient
@@ -29,13 +30,17 @@ from bot.forms.fields import (
 )
 from bot.forms.render import field_labels, render_form, render_preview
 from bot.grammar import CommandError, RunCommand, parse_command
+from bot.runs import Reply
 from bot.runs.submit import memory_refusal
 from bot.slack.blocks import section
 from bot.slack.views import MAX_ERROR, ViewError, message_modal, open_modal, push_modal, update_modal
 from storage import repos
 
+Submit = Callable[..., Reply]
+
 if TYPE_CHECKING:
     from bot.runs import RunService
+    from bot.usage import UsageService
     from storage.db import SessionFactory
 
 log = logging.getLogger(__name__)
@@ -55,12 +60,23 @@ class RunForm:
     """Opens, updates, previews and submits the run form."""
 
     def __init__(
-        self, *, catalog: Catalog, client: WebClient, sessions: SessionFactory, runs: RunService | None
+        self,
+        *,
+        catalog: Catalog,
+        client: WebClient,
+        sessions: SessionFactory,
+        runs: RunService | None,
+        submit: Submit | None = None,
+        usage: UsageService | None = None,
     ) -> None:
         self.catalog = catalog
         self.client = client
         self.sessions = sessions
         self.runs = runs
+        # How a checked form starts its run: the registry's `submit_run` (holds for budgets, preflight skips),
+        # else the run service's own.
+        self.submit = submit or (runs.submit if runs is not None else None)
+        self.usage = usage
 
     # --- opening ----------------------------------------------------------------------------------
 
@@ -100,7 +116,9 @@ class RunForm:
         entered = read_entered(view)
         checked, plan = self.check(entered, user=user)
         labels = field_labels(self.catalog, entered.recipe)
-        push_modal(self.client, trigger_id, render_preview(plan, checked.errors, labels))
+        guess = self.usage.estimate(plan) if self.usage is not None and plan is not None else None
+        view_ = render_preview(plan, checked.errors, labels, estimate=guess.line() if guess else None)
+        push_modal(self.client, trigger_id, view_)
 
     # --- submitting ---------------------------------------------------------------------------------
 
@@ -178,8 +196,9 @@ class RunForm:
             return
         command = parse_command(checked.text)
         assert isinstance(command, RunCommand)
+        assert self.submit is not None
         try:
-            reply = self.runs.submit(command, user=user, channel=channel, delivery_key=form_delivery_key(view))
+            reply = self.submit(command, user=user, channel=channel, delivery_key=form_delivery_key(view))
         except CommandError as exc:
             self._tell(channel, user, f":x: {exc.message}")
             return

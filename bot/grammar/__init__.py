@@ -43,12 +43,14 @@ from bot.grammar.registration import RegisterCommand, TraceCommand
 from bot.grammar.release import STAGES, PromoteCommand, RollbackCommand
 from bot.grammar.run import PreflightCommand, RunCommand, wants_run_form
 from bot.grammar.sweep import SweepAxis, SweepCommand
+from bot.grammar.usage import BudgetCommand, UsageCommand
 
 __all__ = [
     "CLUSTER_KEYS",
     "PINNED_KEYS",
     "STAGES",
     "SUBCOMMANDS",
+    "BudgetCommand",
     "Command",
     "CommandError",
     "CompareCommand",
@@ -70,6 +72,7 @@ __all__ = [
     "SweepAxis",
     "SweepCommand",
     "TraceCommand",
+    "UsageCommand",
     "closest",
     "cluster_key_hint",
     "did_you_mean",

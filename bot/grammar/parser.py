@@ -28,6 +28,7 @@ from bot.grammar.registration import RegisterCommand, TraceCommand, _parse_regis
 from bot.grammar.release import PromoteCommand, RollbackCommand, _parse_promote, _parse_rollback
 from bot.grammar.run import PreflightCommand, RunCommand, _parse_preflight, _parse_run
 from bot.grammar.sweep import SweepCommand, _parse_sweep
+from bot.grammar.usage import BudgetCommand, UsageCommand, _parse_budget, _parse_usage
 
 Command = Annotated[
     RunCommand
@@ -46,6 +47,8 @@ Command = Annotated[
     | TraceCommand
     | PromoteCommand
     | RollbackCommand
+    | UsageCommand
+    | BudgetCommand
     | HelpCommand,
     Field(discriminator="name"),
 ]
@@ -74,6 +77,8 @@ _PARSERS: dict[str, Callable[[list[str]], Command]] = {
     "trace": _parse_trace,
     "promote": _parse_promote,
     "rollback": _parse_rollback,
+    "usage": _parse_usage,
+    "budget": _parse_budget,
     "help": _parse_help_topic,
 }
 

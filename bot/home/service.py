@@ -56,26 +56,26 @@ class AppHome:
         self.min_interval_s = min_interval_s
         self.address = WorkspaceAddress(client)
         self._published: OrderedDict[str, tuple[float, str]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._publishing = threading.Lock()
 
     def publish(self, user: str, *, force: bool = False) -> bool:
         """Publish the user's tab unless it was published moments ago or would show the same; whether it was."""
-        now = time.monotonic()
-        with self._lock:
+        # One publish at a time: two openings at once would otherwise both find the tab changed and publish twice.
+        with self._publishing:
+            now = time.monotonic()
             last = self._published.get(user)
-        if last is not None and not force and now - last[0] < self.min_interval_s:
-            return False
-        view = compose_home(self.collect(user))
-        digest = hashlib.sha256(json.dumps(view, sort_keys=True).encode()).hexdigest()
-        if last is not None and last[1] == digest:
-            return False
-        publish_home(self.client, user, view)
-        with self._lock:
+            if last is not None and not force and now - last[0] < self.min_interval_s:
+                return False
+            view = compose_home(self.collect(user))
+            digest = hashlib.sha256(json.dumps(view, sort_keys=True).encode()).hexdigest()
+            if last is not None and last[1] == digest:
+                return False
+            publish_home(self.client, user, view)
             self._published[user] = (now, digest)
             self._published.move_to_end(user)
             while len(self._published) > MAX_USERS:
                 self._published.popitem(last=False)
-        return True
+            return True
 
     def collect(self, user: str) -> HomeData:
         """Everything the tab shows, in a few queries and at most MAX_DIGEST_CHANNELS Slack reads."""

@@ -13,8 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from bot.grammar import RegisterCommand, RunCommand, TraceCommand
 from bot.registry.actions import ApprovalAction
+from bot.registry.budget import ACTION as BUDGET
+from bot.registry.budget import BudgetHolds
 from bot.registry.candidate import fresh_digest
 from bot.registry.deps import RegistryDeps
+from bot.registry.holds import held_digest
 from bot.registry.reactions import ReactionJudge
 from bot.registry.register import RequestMaker
 from bot.registry.registration import Registrar
@@ -36,13 +39,19 @@ def registration_label(request: ApprovalRequest) -> str:
 
 if TYPE_CHECKING:
     from bot.polyaxon import PolyaxonGateway
+    from bot.usage import UsageService
 
 
 class RegistrationService:
     """Posts approval requests, judges reactions on them, registers approved candidates, traces versions."""
 
     def __init__(
-        self, runs: RunService, *, criteria_dir: Path | None = None, gateway: PolyaxonGateway | None = None
+        self,
+        runs: RunService,
+        *,
+        criteria_dir: Path | None = None,
+        gateway: PolyaxonGateway | None = None,
+        usage: UsageService | None = None,
     ) -> None:
         settings = runs.settings.finetune
         self.deps = RegistryDeps(
@@ -57,6 +66,8 @@ class RegistrationService:
         self.registrar = Registrar(self.deps, self.states)
         self.requests = RequestMaker(self.deps, self.states)
         self.skips = SkipRequests(self.deps)
+        self.usage = usage
+        self.budget_holds = BudgetHolds(self.deps)
         self.add_action(
             REGISTER,
             ApprovalAction(
@@ -77,6 +88,19 @@ class RegistrationService:
                 subject="the held run",
                 changed="the held run changed after it was made (cancelled or re-planned)",
                 on_expired=self.skips.expired,
+                done="approved",
+                doing="being submitted",
+            ),
+        )
+        self.add_action(
+            BUDGET,
+            ApprovalAction(
+                digest=lambda _request, run: held_digest(run),
+                reissue=lambda _request, run: self.budget_holds.reissue(run),
+                on_quorum=self.budget_holds.release,
+                subject="the held run",
+                changed="the held run changed after it was made (cancelled or re-planned)",
+                on_expired=self.budget_holds.expired,
                 done="approved",
                 doing="being submitted",
             ),
@@ -114,6 +138,24 @@ class RegistrationService:
         """`/finetune run … --skip-preflight`: hold the run for approvers (registration's rules)."""
         return self.skips.request(cmd, user=user, channel=channel, delivery_key=delivery_key)
 
+    def submit_run(self, cmd: RunCommand, *, user: str, channel: str, delivery_key: str) -> Reply:
+        """A `run` (typed, or from the run form): held for approvers when it skips its preflight or its estimate
+        would take the channel over its budget; submitted otherwise."""
+        if cmd.skip_preflight:
+            return self.skip_preflight(cmd, user=user, channel=channel, delivery_key=delivery_key)
+        runs = self.deps.runs
+        if self.usage is not None:
+            plan = runs.submitter.plan(cmd)
+            # A delivery carried out again finds its run started already: never held for the second time.
+            started = runs.submitter.existing(plan, delivery_key) is not None
+            verdict = self.usage.verdict(plan, channel=channel)
+            if verdict.over and not started:
+                return self.budget_holds.request(cmd, verdict, user=user, channel=channel, delivery_key=delivery_key)
+        reply = runs.submit(cmd, user=user, channel=channel, delivery_key=delivery_key)
+        if self.usage is not None:
+            self.usage.notify_if_near(channel)
+        return reply
+
     def on_reaction(self, event: dict[str, Any]) -> None:
         """Judge one reaction_added / reaction_removed; reactions unrelated to approval requests are ignored."""
         self.reactions.on_reaction(event)
@@ -129,4 +171,4 @@ class RegistrationService:
     def retry_pending(self) -> int:
         """Register requests left approved or claimed by a process that died, and submit held runs whose skip
         was granted by one; how many now."""
-        return self.registrar.retry_pending() + self.skips.retry_pending()
+        return self.registrar.retry_pending() + self.skips.retry_pending() + self.budget_holds.retry_pending()

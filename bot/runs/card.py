@@ -136,7 +136,17 @@ def durations_line(run: Run, now: datetime) -> str | None:
     waited = f"waited {human_duration((started - created).total_seconds())}"
     if finished is None:
         return f"{waited} · running for {human_duration((now - started).total_seconds())}"
-    return f"{waited} · ran {human_duration((finished - started).total_seconds())}"
+    return f"{waited} · ran {human_duration((finished - started).total_seconds())}{used_text(run.cost)}"
+
+
+def used_text(cost: dict[str, Any] | None) -> str:
+    """` · 0.0021 accelerator-hours (0.01 USD)`: what an ended run used, once the usage service settled it."""
+    if not cost or cost.get("used_hours") is None:
+        return ""
+    hours = float(cost["used_hours"])
+    money = f" ({float(cost['used_money']):,.2f} {cost.get('currency') or ''})".rstrip() if "used_money" in cost else ""
+    shown = f"{hours:,.1f}" if hours >= 10 else f"{hours:.3g}"
+    return f" · used {shown} {cost.get('unit') or 'accelerator'}-hours{money}"
 
 
 def polyaxon_url(settings: PolyaxonSettings, run: Run) -> str | None:

@@ -138,8 +138,8 @@ class Resumer:
 
 
 def inherited_fields(parent: Run) -> dict[str, Any]:
-    """What a child run (a resume, an automatic retry) keeps of its parent: recipe, component, presets, pins and
-    eval contract, and the link to it."""
+    """What a child run (a resume, an automatic retry) keeps of its parent: recipe, component, presets, pins,
+    eval contract and cost profile, and the link to it."""
     return {
         "recipe_name": parent.recipe_name,
         "component": parent.component,
@@ -149,6 +149,8 @@ def inherited_fields(parent: Run) -> dict[str, Any]:
         "eval_contract": parent.eval_contract,
         "eval_contract_hash": parent.eval_contract_hash,
         "parent_run_id": parent.id,
+        # The same presets hold the same accelerators: its own hours are counted when it ends.
+        "cost": {k: v for k, v in parent.cost.items() if not k.startswith("used_")} if parent.cost else None,
     }
 
 

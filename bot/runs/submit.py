@@ -137,6 +137,8 @@ class Submitter:
                     status="awaiting_approval" if hold else "submitting",
                     validation=plan.validation,
                     policy=plan.policy or None,
+                    # Its cost rules as its presets said when it was submitted (a sweep's: each trial's).
+                    cost=plan.cost.model_dump(mode="json") if plan.cost is not None else None,
                     # Kept until Polyaxon has it: a process that dies before submitting leaves it for the next tick.
                     pending_operation={"operation": plan.operation, "tags": list(plan.tags)},
                 )

@@ -14,10 +14,13 @@ if TYPE_CHECKING:
     from storage.models import Run
 
 
-def render_sweep_plan(sweep_plan: SweepPlan, *, refusal: str | None) -> list[dict[str, Any]]:
-    """The fixed part as `run --dry-run` shows it, then the space, the trials and the matrix Polyaxon gets."""
+def render_sweep_plan(
+    sweep_plan: SweepPlan, *, refusal: str | None, estimate: str | None = None
+) -> list[dict[str, Any]]:
+    """The fixed part as `run --dry-run` shows it (the estimate for every trial), then the space, the trials and
+    the matrix Polyaxon gets."""
     plan = sweep_plan.plan
-    blocks = render_plan(plan, notes=sweep_plan.notes)
+    blocks = render_plan(plan, notes=sweep_plan.notes, estimate=estimate)
     axes = "\n".join(f"• {escape(swept.describe())}  (sets `{swept.input}`)" for swept in sweep_plan.space)
     seed = f" · sampler seed {sweep_plan.seed}" if sweep_plan.seed is not None else ""
     direction = "higher is better" if sweep_plan.higher else "lower is better"

@@ -162,6 +162,7 @@ class SweepFollower:
                         started_at=child.started_at,
                         finished_at=child.finished_at,
                         last_activity_at=self.deps.clock(),
+                        cost=run.cost,  # the sweep's plan is its trials' plan: each trial holds what it says
                     )
                     trials[child.uuid] = trial
                     continue

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from sqlmodel import Session
 
     from bot.catalog import SweepPlan
+    from bot.usage import UsageService
 
 DEFAULT_FAILURE_CUTOFF = 3
 # Whole-sweep commands; the others (logs, outputs, register, resume) take one of its trials.
@@ -37,8 +38,17 @@ TRIAL_ONLY = {"logs": "its logs", "outputs": "its outputs", "register": "a model
 class SweepService:
     """Starts sweeps and answers for a whole sweep; its card is rendered here for the run thread."""
 
-    def __init__(self, deps: RunDeps, thread: RunThread, submitter: Submitter, comparer: Comparer) -> None:
+    def __init__(
+        self,
+        deps: RunDeps,
+        thread: RunThread,
+        submitter: Submitter,
+        comparer: Comparer,
+        usage: UsageService | None = None,
+    ) -> None:
         self.deps = deps
+        # Accelerator-hours: the dry run's estimate for all its trials (the budget is the handlers' to apply).
+        self.usage = usage
         self.thread = thread
         self.submitter = submitter
         self.comparer = comparer
@@ -54,10 +64,16 @@ class SweepService:
         """`/finetune sweep … --dry-run`: the matrix, the trials, and what the smoke-first gate would say."""
         sweep_plan = self.plan(cmd)
         refusal = self._gates(sweep_plan, cmd, user=user, submitting=False)
-        return render_sweep_plan(sweep_plan, refusal=refusal)
+        guess = self.usage.estimate(sweep_plan.plan, trials=sweep_plan.trials) if self.usage is not None else None
+        return render_sweep_plan(sweep_plan, refusal=refusal, estimate=guess.line() if guess else None)
 
-    def submit(self, cmd: SweepCommand, *, user: str, channel: str, delivery_key: str) -> Reply:
-        """Check, gate (a confirmed run of the same pins first), record, card, submit the matrix."""
+    def submit(
+        self, cmd: SweepCommand, *, user: str, channel: str, delivery_key: str, hold: bool = False
+    ) -> tuple[Reply, Run | None]:
+        """Check, gate (a confirmed run of the same pins first), record, card, submit the matrix; the sweep's run.
+
+        `hold` records and cards it as `awaiting_approval` without submitting (over the channel's budget: the
+        registry's approval request releases it); the run is None when the delivery had started it already."""
         if not self.deps.people.may_run(user):
             raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
         sweep_plan = self.plan(cmd)
@@ -81,7 +97,7 @@ class SweepService:
                 failure_cutoff=DEFAULT_FAILURE_CUTOFF,
             )
 
-        reply, _ = self.submitter.start(
+        return self.submitter.start(
             plan,
             overrides=dict(cmd.overrides),
             notes=sweep_plan.notes,
@@ -89,8 +105,8 @@ class SweepService:
             channel=channel,
             delivery_key=delivery_key,
             record=record,
+            hold=hold,
         )
-        return reply
 
     def _gates(self, sweep_plan: SweepPlan, cmd: SweepCommand, *, user: str, submitting: bool) -> str | None:
         """Why the sweep may not start (memory, the distributed preflight, smoke-first), or None."""

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from bot.registry import RegistrationService
     from bot.release import ReleaseService
     from bot.sweeps import SweepFollower
+    from bot.usage import UsageService
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,11 @@ class Watcher:
         still_leader: Callable[[], bool] | None = None,
         recover_after: timedelta = RECOVER_AFTER,
         failures: FailureService | None = None,
+        usage: UsageService | None = None,
     ) -> None:
         self.runs = runs
+        # An ended run's accelerator-hours go on its card; the channel hears once when 80 % of its budget is spent.
+        self.usage = usage
         self.failures = failures or FailureService(runs.deps, runs.thread)
         # Between runs of a long tick: does this replica still hold the watcher lease? (Always, without one.)
         self.still_leader = still_leader or (lambda: True)
@@ -266,6 +270,10 @@ class Watcher:
                 title=f"{run.name}: last {upload[1]} log lines (redacted)",
                 comment="Full log tail of the failed run",
             )
+        if status in repos.TERMINAL_STATUSES and self.usage is not None:
+            settled = self.usage.settle(fresh)
+            self.runs.thread.update_card(settled)
+            self.usage.notify_if_near(settled.channel)
         if status == "failed":
             # The retry the recipe's budget allows starts now (or, after a crash, on a later tick).
             stats.transitions += self.failures.after_failed(fresh)

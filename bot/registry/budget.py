@@ -1,0 +1,74 @@
+"""A run over its channel's accelerator-hour budget is held until an approver approves it: registration's rules.
+
+The run passes every other gate first (who may run, memory, the smoke-first gate); then, when its estimate on
+top of what the channel spent this period would pass the budget (bot.usage), it is recorded and carded as
+`awaiting_approval` with its operation, and an approval request quoting the estimate and the budget goes in
+its thread. Approvers other than the requester approve by reaction up to the quorum; it is then submitted.
+"""
+
+from __future__ import annotations
+
+from bot.grammar import RunCommand
+from bot.registry.holds import HELD, HeldRuns, escape_command, run_command
+from bot.runs import Reply, RunError
+from bot.slack.blocks import escape
+from bot.usage import BudgetVerdict
+from storage.models import Run
+
+ACTION = "budget"
+
+
+class BudgetHolds(HeldRuns):
+    """Holds runs over budget until approvers let them spend it."""
+
+    action = ACTION
+    label_prefix = "over-budget"
+
+    def request(self, cmd: RunCommand, verdict: BudgetVerdict, *, user: str, channel: str, delivery_key: str) -> Reply:
+        """Hold the run (after its other gates) and ask approvers to let it go over the budget."""
+        runs = self.deps.runs
+        submitter = runs.submitter
+        if not runs.people.may_run(user):
+            raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
+        plan = submitter.plan(cmd)
+        forced = submitter.memory_gate(plan, cmd, user)
+        gate = submitter.gate.verdict(plan, cmd.model_copy(update={"skip_preflight": False}), user=user)
+        if not gate.allowed:
+            raise RunError(gate.refusal or "refused by the preflight gate")
+        plan.validation = gate.validation
+        reply, run = submitter.start_command(
+            plan, cmd, user=user, channel=channel, delivery_key=delivery_key, forced=forced, hold=True
+        )
+        if run is None:  # the same delivery again: post the request a crash may have kept it from posting
+            run = submitter.existing(plan, delivery_key)
+            if run is None or self.asked(run) or run.status != HELD:
+                return reply
+        return self.ask(run, verdict, user=user)
+
+    def ask(self, run: Run, verdict: BudgetVerdict, *, user: str) -> Reply:
+        """Post the approval request for a run (or sweep) held over budget; the reply that says so."""
+        what = "sweep" if run.kind == "sweep" else "run"
+        self.post_request(run, user=user, detail=verdict.reason, audit=f"{what} recipe={run.recipe_name} over budget")
+        return Reply(
+            text=f"`{run.name}` is held: {verdict.reason}. {self.deps.quorum} approval(s) with "
+            f":{self.deps.reaction}: from approvers other than you, on the request in its thread, submit it."
+        )
+
+    def request_text(self, run: Run, *, user: str, detail: str) -> tuple[str, str]:
+        """The request quotes the estimate and the budget."""
+        return (
+            f"Approval request: go over the budget for {run.recipe_name}",
+            f"<@{user}> asks to run `{run.name}`, and {escape(detail)}. It waits, recorded and not submitted, "
+            "until approvers approve.",
+        )
+
+    def released_text(self, run: Run, who: str) -> str:
+        """Approved: submitted over the budget."""
+        return f":moneybag: Going over the budget approved by {who}: submitting `{run.name}`."
+
+    def expired_text(self, run: Run) -> str:
+        """Expired: how to ask again."""
+        return (
+            ":hourglass: Cancelled: the request to go over the budget expired unapproved. To ask again: "
+            f"{escape_command(run_command(run))}"
+        )
