@@ -30,6 +30,9 @@ WEIGHTS = (
 TOKENIZER = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 TORCH_STATE_DICT = "torch-state-dict"
 TORCH_WEIGHTS = (".pt", ".pth")
+# A Keras model saved whole (the TensorFlow quick start's): one `.keras` archive (config, weights, optimizer).
+KERAS = "keras"
+KERAS_FILES = (".keras",)
 
 
 @dataclass(frozen=True)
@@ -58,11 +61,14 @@ def folder_digest(entries: Iterable[FileEntry]) -> str:
 def metadata_missing(names: set[str], *, checkpoint: bool, fmt: str | None = None) -> list[str]:
     """What a model or checkpoint folder lacks to be loadable: config, weights, tokenizer, trainer state, marker.
 
-    `fmt` is the format the manifest declares: a Transformers folder (the default, what the trainer writes), or
-    `torch-state-dict` (a plain PyTorch model such as the quick start's, loaded by its own code: a weights file).
+    `fmt` is the format the manifest declares: a Transformers folder (the default, what the trainer writes),
+    `torch-state-dict` (a plain PyTorch model such as the quick start's, loaded by its own code: a weights file),
+    or `keras` (a whole Keras model, `keras.saving.load_model`: a `.keras` file).
     """
     if fmt == TORCH_STATE_DICT and not checkpoint:
         return [] if any(name.endswith(TORCH_WEIGHTS) for name in names) else ["weights (a .pt or .pth file)"]
+    if fmt == KERAS and not checkpoint:
+        return [] if any(name.endswith(KERAS_FILES) for name in names) else ["the model (a .keras file)"]
     missing = []
     if "config.json" not in names and "adapter_config.json" not in names:
         missing.append("config (config.json or adapter_config.json)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bot.grammar import RunCommand
 from bot.registry.holds import HELD, HeldRuns, escape_command, run_command
-from bot.runs import Reply, RunError
+from bot.runs import Reply
 from bot.slack.blocks import escape
 from bot.usage import BudgetVerdict
 from storage.models import Run
@@ -26,16 +26,8 @@ class BudgetHolds(HeldRuns):
 
     def request(self, cmd: RunCommand, verdict: BudgetVerdict, *, user: str, channel: str, delivery_key: str) -> Reply:
         """Hold the run (after its other gates) and ask approvers to let it go over the budget."""
-        runs = self.deps.runs
-        submitter = runs.submitter
-        if not runs.people.may_run(user):
-            raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
-        plan = submitter.plan(cmd)
-        forced = submitter.memory_gate(plan, cmd, user)
-        gate = submitter.gate.verdict(plan, cmd.model_copy(update={"skip_preflight": False}), user=user)
-        if not gate.allowed:
-            raise RunError(gate.refusal or "refused by the preflight gate")
-        plan.validation = gate.validation
+        submitter = self.deps.runs.submitter
+        plan, forced = submitter.gated_plan(cmd, user)
         reply, run = submitter.start_command(
             plan, cmd, user=user, channel=channel, delivery_key=delivery_key, forced=forced, hold=True
         )

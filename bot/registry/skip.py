@@ -16,7 +16,7 @@ from typing import Any
 
 from bot.grammar import RunCommand
 from bot.registry.holds import HELD, HeldRuns, escape_command, held_digest, run_command
-from bot.runs import Reply, RunError
+from bot.runs import Reply
 from bot.slack.blocks import escape
 from storage.models import ApprovalRequest, Run
 
@@ -49,12 +49,8 @@ class SkipRequests(HeldRuns):
 
     def request(self, cmd: RunCommand, *, user: str, channel: str, delivery_key: str) -> Reply:
         """`run … --skip-preflight`: submit when nothing needs skipping, else hold the run and ask approvers."""
-        runs = self.deps.runs
-        submitter = runs.submitter
-        if not runs.people.may_run(user):
-            raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
-        plan = submitter.plan(cmd)
-        forced = submitter.memory_gate(plan, cmd, user)
+        submitter = self.deps.runs.submitter
+        plan, forced = submitter.authorised_plan(cmd, user)
         needed = submitter.gate.verdict(plan, cmd.model_copy(update={"skip_preflight": False}), user=user)
         if needed.allowed:  # single-process, or a preflight passed: there is nothing to skip
             plan.validation = needed.validation

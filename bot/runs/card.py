@@ -53,6 +53,7 @@ class CardView(BaseModel):
     max_steps: int | None = None
     checkpoint_step: int | None = None
     metrics: dict[str, float] = Field(default_factory=dict)
+    contract_metrics: list[str] = Field(default_factory=list)  # the eval contract's metrics, shown too
     polyaxon_url: str | None = None
     parent_name: str | None = None
     parent_link: str | None = None
@@ -106,6 +107,7 @@ def card_view(
         checkpoint_step=run.checkpoint_step,
         max_steps=int(max_steps) if isinstance(max_steps, int) and max_steps > 0 else None,
         metrics=metrics,
+        contract_metrics=[str(m) for m in (run.eval_contract or {}).get("metrics") or []],
         polyaxon_url=polyaxon_url,
         parent_name=parent_name,
         parent_link=parent_link,
@@ -195,7 +197,8 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
     if view.note:
         lines.append(escape(view.note))
     blocks.append(section("\n".join(lines)))
-    shown = {k: v for k, v in view.metrics.items() if k in CARD_METRICS}
+    # The fixed training metrics, and whatever the run's eval contract measures (a quick start's accuracy).
+    shown = {k: v for k, v in view.metrics.items() if k in CARD_METRICS or k in view.contract_metrics}
     if shown:
         blocks.append(section("*Latest metrics* " + " · ".join(f"{k} `{v:.4g}`" for k, v in sorted(shown.items()))))
     pins = " · ".join(f"{k} `{escape(short_pin(str(v)))}`" for k, v in sorted(view.pins.items()))

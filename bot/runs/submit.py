@@ -46,17 +46,25 @@ class Submitter:
 
     def submit(self, cmd: RunCommand, *, user: str, channel: str, delivery_key: str) -> Reply:
         """Plan, pass the memory and preflight gates, then start the run (`start`)."""
+        plan, forced = self.gated_plan(cmd, user)
+        reply, _ = self.start_command(plan, cmd, user=user, channel=channel, delivery_key=delivery_key, forced=forced)
+        return reply
+
+    def authorised_plan(self, cmd: RunCommand, user: str) -> tuple[Plan, bool]:
+        """The plan of a user who may run, past the memory gate; whether an approver forced it (RunError if not)."""
         if not self.deps.people.may_run(user):
             raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
         plan = self.plan(cmd)
-        forced = self.memory_gate(plan, cmd, user)
-        # Skipping a preflight is an approval (bot.registry.skip): here the gate is never skipped.
+        return plan, self.memory_gate(plan, cmd, user)
+
+    def gated_plan(self, cmd: RunCommand, user: str) -> tuple[Plan, bool]:
+        """`authorised_plan`, past the smoke-first gate too (never skipped here: a skip is an approval)."""
+        plan, forced = self.authorised_plan(cmd, user)
         verdict = self.gate.verdict(plan, cmd.model_copy(update={"skip_preflight": False}), user=user)
         if not verdict.allowed:
             raise RunError(verdict.refusal or "refused by the preflight gate")
         plan.validation = verdict.validation
-        reply, _ = self.start_command(plan, cmd, user=user, channel=channel, delivery_key=delivery_key, forced=forced)
-        return reply
+        return plan, forced
 
     @staticmethod
     def name_for(plan: Plan, delivery_key: str) -> str:

@@ -107,6 +107,17 @@ def test_quickstart_runs_an_inline_pytorch_script(catalog: Catalog) -> None:
     assert "import torch" in main["args"][0] and "--epochs=3" in main["args"]
 
 
+def test_quickstart_tf_runs_an_inline_keras_script_checked_by_polyaxon(catalog: Catalog) -> None:
+    """Polyaxon's checker compiles it (the plan) and its converter makes the pod: a Keras script, pinned."""
+    compiled = plan(catalog, "quickstart-tf", ["cpu-small"], epochs=3, lr=0.1)
+    main = pod(compiled)["containers"][0]
+    assert main["command"] == ["python", "-u", "-c"]
+    assert "import keras" in main["args"][0] and "PolyaxonCallback" in main["args"][0]
+    assert "--epochs=3" in main["args"] and "--lr=0.1" in main["args"]
+    assert compiled.pins["image"].startswith("docker.io/tensorflow/tensorflow@sha256:")
+    assert compiled.pins["code"].startswith("sha256:") and compiled.comparable
+
+
 def test_compile_operation_translates_polyaxon_errors(catalog: Catalog) -> None:
     component = catalog.components["trl-sft"].document
     with pytest.raises(OperationSpecError, match=r"Polyaxon refused the operation: .*learning_rate"):

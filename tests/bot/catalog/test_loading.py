@@ -22,6 +22,7 @@ def test_shipped_catalog_loads(catalog: Catalog) -> None:
         "trl-preflight-distributed",
         "axolotl",
         "quickstart",
+        "quickstart-tf",
     }
     for preset in catalog.presets.values():
         assert preset.description and "\n" not in preset.description
