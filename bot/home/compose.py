@@ -84,6 +84,7 @@ ACTIONS = {
     "register": "Register",
     "skip_preflight": "Skip the preflight of",
     "promote": "Promote",
+    "budget": "Go over the budget with",
 }
 
 

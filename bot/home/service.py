@@ -130,6 +130,8 @@ class AppHome:
 
     def _request(self, req: ApprovalRequest, run: Run, approved: list[str], *, mine: bool) -> HomeRequest:
         subject = f"{req.model}:{req.version}" if req.version else req.model
+        if req.action in ("skip_preflight", "budget"):  # a held run: the run is what is approved
+            subject = run.name
         if req.action == "promote" and req.stage:
             subject = f"{subject} → {req.stage}"
         return HomeRequest(

@@ -175,6 +175,9 @@ def test_a_preflight_whose_memory_estimate_cannot_fit_fails_before_submission(li
     assert len(live_bot.standin.messages(CHANNEL)) == before  # no card: nothing was submitted
 
 
+# Slow (~70 s: it waits out the recipe's 30 s rendezvous): the passing preflight above runs by default, and the
+# failed communication line's report is tested without a stack in tests/trainer/test_preflight.py.
+@pytest.mark.slow
 def test_a_preflight_whose_workers_never_join_fails_its_communication_line(live_bot: LiveBot) -> None:
     # ddp-2x8 asks for 2 replicas; the local preflight is one job, so the second node never joins.
     name = run_name_in(live_bot.command("preflight recipe=sft-tiny-ddp preset=ddp-2x8"))

@@ -12,6 +12,7 @@ import pytest
 
 from bot.local.polyaxon import LocalPolyaxonStack
 from storage import repos
+from storage.models import Run
 from tests.e2e.conftest import ALICE, BOB, CHANNEL, LiveBot, reply_text
 from tests.e2e.test_lifecycle import run_name_in
 from tests.fixtures.slack import wait_for
@@ -50,9 +51,10 @@ def test_quickstart_tf_succeeds_with_accuracy_on_its_card_and_its_model_loads_wi
     assert live_bot.run_named(name).outputs_confirmed_at is not None
 
 
+@pytest.mark.slow  # a second TF run (~11 s); compare is tested on every recipe kind in test_lifecycle.py
 def test_two_tf_runs_compare_on_one_eval_contract(live_bot: LiveBot) -> None:
-    first = next(r for r in _tf_runs(live_bot) if r.status == "succeeded")
-    name = run_name_in(live_bot.command("run recipe=quickstart-tf epochs=2 lr=0.05"))
+    first = confirmed_tf_run(live_bot)
+    name = run_name_in(live_bot.command("run recipe=quickstart-tf epochs=2 lr=0.2"))
     live_bot.wait_status(name, {"succeeded"}, timeout=240)
     compared = reply_text(live_bot.command(f"compare {first.name} {name}"))
     assert "Posted the comparison" in compared, compared
@@ -68,6 +70,7 @@ def test_two_tf_runs_compare_on_one_eval_contract(live_bot: LiveBot) -> None:
 
 @pytest.mark.slow  # ~1 min: two trials and a registration; the run, outputs and compare above run by default
 def test_a_sweep_over_lr_and_register_the_best(live_bot: LiveBot) -> None:
+    confirmed_tf_run(live_bot)  # a sweep waits for one confirmed run of its pins
     swept = reply_text(live_bot.command("sweep recipe=quickstart-tf lr=0.05,0.1 epochs=2"))
     name = run_name_in({"text": swept})
     live_bot.wait_status(name, {"succeeded", "done"}, timeout=300)
@@ -94,6 +97,14 @@ def test_a_sweep_over_lr_and_register_the_best(live_bot: LiveBot) -> None:
     wait_for(registered, timeout=120)
 
 
-def _tf_runs(bot: LiveBot) -> list:  # type: ignore[type-arg]
+def confirmed_tf_run(bot: LiveBot) -> Run:
+    """A succeeded quickstart-tf run whose outputs are confirmed: the first test's, or a new one (run alone)."""
     with bot.runtime.services.sessions() as s:
-        return [r for r in repos.list_recent_runs(s, limit=100) if r.recipe_name == "quickstart-tf"]
+        runs = [r for r in repos.list_recent_runs(s, limit=100) if r.recipe_name == "quickstart-tf"]
+    found = next((r for r in runs if r.status == "succeeded" and r.outputs_confirmed_at is not None), None)
+    if found is not None:
+        return found
+    name = run_name_in(bot.command("run recipe=quickstart-tf epochs=2"))
+    bot.wait_status(name, {"succeeded"}, timeout=240)
+    assert "confirmed :white_check_mark:" in reply_text(bot.command(f"outputs {name}"))
+    return bot.run_named(name)
