@@ -109,8 +109,15 @@ def build_surfaces(settings: Settings, services: Services, client: WebClient) ->
 
     services.slack = client
     if services.forms is None and services.catalog is not None:
+        # A run from the form goes where a typed one goes: through the registry's holds when there is one.
+        submit = services.registry.submit_run if services.registry is not None else None
         services.forms = RunForm(
-            catalog=services.catalog, client=client, sessions=services.sessions, runs=services.runs
+            catalog=services.catalog,
+            client=client,
+            sessions=services.sessions,
+            runs=services.runs,
+            submit=submit,
+            usage=services.usage,
         )
     if services.home is None:
         people = services.runs.people if services.runs is not None else People(settings=settings, client=client)

@@ -212,7 +212,7 @@ def handle_sweep_command(
     if isinstance(command, SweepCommand):
         if command.dry_run:
             return sweeps.dry_run(command, user=user)
-        if services.usage is not None and services.registry is not None:
+        if services.usage is not None and services.registry is not None and services.usage.has_budget(channel):
             # A sweep over the channel's budget (its estimate × trials) is held like a run, for an approver.
             sweep_plan = sweeps.plan(command)
             verdict = services.usage.verdict(sweep_plan.plan, channel=channel, trials=sweep_plan.trials)

@@ -111,12 +111,16 @@ def cost_profile(
     price: float | None = None
     source: str | None = None
     for preset in presets:  # the last preset that prices it wins, as the last preset's settings do
-        for notes in _annotations(preset.document.get("runPatch") or {}):
-            if annotation in notes:
-                price, source = float(notes[annotation]), f"preset {preset.name}"
+        own = [
+            float(notes[annotation])
+            for notes in _annotations(preset.document.get("runPatch") or {})
+            if annotation in notes
+        ]
         listed = pricing.presets.get(preset.name)
         value = None if listed is None else (listed.per_accelerator_hour if accelerators else listed.per_core_hour)
-        if value is not None and source != f"preset {preset.name}":
+        if own:  # the preset's own annotation wins over its entry in pricing.yaml
+            price, source = own[-1], f"preset {preset.name}"
+        elif value is not None:
             price, source = value, f"{PRICING_FILE} ({preset.name})"
     max_s: float | None = None
     max_source: str | None = None

@@ -101,18 +101,12 @@ def parse_preset(data: dict[str, Any], stem: str, rel: str, training_keys: froze
     family = data.get("family") or infer_family(data)
     if family not in FAMILIES:
         raise CatalogError(rel, "family", f"{family!r} is not a preset family (one of {', '.join(FAMILIES)})")
-    max_pending = data.get("maxPending")
-    if max_pending is not None:
-        try:
-            duration_s(max_pending)
-        except ValueError as exc:
-            raise CatalogError(rel, "maxPending", str(exc)) from exc
-    max_duration = data.get("maxDuration")
-    if max_duration is not None:
-        try:
-            duration_s(max_duration)
-        except ValueError as exc:
-            raise CatalogError(rel, "maxDuration", str(exc)) from exc
+    for key in ("maxPending", "maxDuration"):  # durations: seconds, or 10m, 2h, 1d
+        if data.get(key) is not None:
+            try:
+                duration_s(data[key])
+            except ValueError as exc:
+                raise CatalogError(rel, key, str(exc)) from exc
     document = {key: value for key, value in data.items() if key not in METADATA_KEYS}
     return Preset(
         name=data["name"],
@@ -122,8 +116,8 @@ def parse_preset(data: dict[str, Any], stem: str, rel: str, training_keys: froze
         target_kind=target,
         params=params,
         family=family,
-        max_pending=max_pending,
-        max_duration=max_duration,
+        max_pending=data.get("maxPending"),
+        max_duration=data.get("maxDuration"),
     )
 
 

@@ -93,14 +93,9 @@ class FieldSpec:
     @property
     def hint(self) -> str:
         """Type and bounds, the recipe's default, and the declared help."""
-        default = "" if self.default is None else f" · recipe default {render_value(self.default)}"
+        default = "" if self.default is None else f" · recipe default {scalar_text(self.default)}"
         help_text = f" · {self.spec.help}" if self.spec.help else ""
         return f"{self.spec.describe()}{default}{help_text}"
-
-
-def render_value(value: Scalar) -> str:
-    """A value as the command line writes it (`0.003`, `2e-05`, `true`)."""
-    return scalar_text(value)
 
 
 def field_specs(catalog: Catalog, recipe: Recipe) -> list[FieldSpec]:

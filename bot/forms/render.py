@@ -21,9 +21,8 @@ from bot.forms.fields import (
     field_specs,
     key_block,
     presets_block,
-    render_value,
 )
-from bot.grammar import Scalar
+from bot.grammar import Scalar, scalar_text
 from bot.slack.blocks import context, escape, section
 from bot.slack.views import View, button, input_block, modal, option
 
@@ -119,7 +118,7 @@ def _recipe_blocks(catalog: Catalog, recipe: Recipe, prefill: Prefill) -> list[d
 def _element(field: FieldSpec, initial: Scalar | None) -> dict[str, Any]:
     """The element for a key's type: numbers for ints, text for floats (2e-5 stays 2e-5), selects for the rest."""
     spec = field.spec
-    text = None if initial is None else render_value(initial)
+    text = None if initial is None else scalar_text(initial)
     if spec.type in ("bool", "choice"):
         choices = ("true", "false") if spec.type == "bool" else spec.choices
         element: dict[str, Any] = {

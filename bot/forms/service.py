@@ -183,13 +183,11 @@ class RunForm:
         """After the ack closed the form: start the run as the command would, and tell the person (ephemeral)."""
         entered = read_entered(view)
         channel = entered.channel
-        checked, _ = self.check(entered, user=user)
-        if channel is None:
-            log.error("run form %s submitted without a channel", view.get("id"))
-            return
-        if checked.text is None:  # changed between the check and now (a preflight expired, say)
-            message = "\n".join(f"• {m}" for m in checked.errors.values())
-            self._tell(channel, user, f":x: The run form could not start the run:\n{message}")
+        # The whole form was checked before the ack; what changed since (a preflight, a budget) the submission's
+        # own gates refuse below, as they would a typed command. Here only the command text is needed.
+        checked = check_entered(self.catalog, entered, needs_channel=entered.context.channel is None)
+        if channel is None or checked.text is None:
+            log.error("run form %s submitted without a channel or recipe after its check", view.get("id"))
             return
         if self.runs is None:
             self._tell(channel, user, "Runs need Polyaxon, which this bot was started without (POLYAXON_HOST).")

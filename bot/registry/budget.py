@@ -9,7 +9,7 @@ its thread. Approvers other than the requester approve by reaction up to the quo
 from __future__ import annotations
 
 from bot.grammar import RunCommand
-from bot.registry.holds import HELD, HeldRuns, escape_command, run_command
+from bot.registry.holds import HeldRuns, escape_command, run_command
 from bot.runs import Reply
 from bot.slack.blocks import escape
 from bot.usage import BudgetVerdict
@@ -28,13 +28,9 @@ class BudgetHolds(HeldRuns):
         """Hold the run (after its other gates) and ask approvers to let it go over the budget."""
         submitter = self.deps.runs.submitter
         plan, forced = submitter.gated_plan(cmd, user)
-        reply, run = submitter.start_command(
-            plan, cmd, user=user, channel=channel, delivery_key=delivery_key, forced=forced, hold=True
-        )
-        if run is None:  # the same delivery again: post the request a crash may have kept it from posting
-            run = submitter.existing(plan, delivery_key)
-            if run is None or self.asked(run) or run.status != HELD:
-                return reply
+        reply, run = self.hold(plan, cmd, user=user, channel=channel, delivery_key=delivery_key, forced=forced)
+        if run is None:
+            return reply
         return self.ask(run, verdict, user=user)
 
     def ask(self, run: Run, verdict: BudgetVerdict, *, user: str) -> Reply:

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from bot.grammar import RunCommand
 from bot.registry.deps import RegistryDeps
+from bot.runs import Reply
 from bot.slack.blocks import context, escape, header, section
 from storage import repos
 from storage.models import ApprovalRequest, Run
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from bot.catalog import Plan
 
 HELD = "awaiting_approval"
 
@@ -112,6 +114,21 @@ class HeldRuns:
                 detail=f"approval request {request.id}: held until {deps.quorum} approval(s)",
                 run_id=run.id,
             )
+
+    def hold(
+        self, plan: Plan, cmd: RunCommand, *, user: str, channel: str, delivery_key: str, forced: bool
+    ) -> tuple[Reply, Run | None]:
+        """Record and card the run as held; the run still waiting for its request, or None with the reply when
+        there is nothing to ask (the same delivery again, whose request was posted, or a run no longer held)."""
+        submitter = self.deps.runs.submitter
+        reply, run = submitter.start_command(
+            plan, cmd, user=user, channel=channel, delivery_key=delivery_key, forced=forced, hold=True
+        )
+        if run is None:  # the same delivery again: post the request a crash may have kept it from posting
+            run = submitter.existing(plan, delivery_key)
+            if run is None or self.asked(run) or run.status != HELD:
+                return reply, None
+        return reply, run
 
     def asked(self, run: Run) -> bool:
         """Whether the held run has its request already (a delivery carried out again after a crash)."""

@@ -144,7 +144,9 @@ class RegistrationService:
         if cmd.skip_preflight:
             return self.skip_preflight(cmd, user=user, channel=channel, delivery_key=delivery_key)
         runs = self.deps.runs
-        if self.usage is not None:
+        budgeted = self.usage is not None and self.usage.has_budget(channel)
+        if self.usage is not None and budgeted:
+            # Planned here only where a budget may hold it: elsewhere `submit` plans it once.
             plan = runs.submitter.plan(cmd)
             # A delivery carried out again finds its run started already: never held for the second time.
             started = runs.submitter.existing(plan, delivery_key) is not None
@@ -152,7 +154,7 @@ class RegistrationService:
             if verdict.over and not started:
                 return self.budget_holds.request(cmd, verdict, user=user, channel=channel, delivery_key=delivery_key)
         reply = runs.submit(cmd, user=user, channel=channel, delivery_key=delivery_key)
-        if self.usage is not None:
+        if self.usage is not None and budgeted:
             self.usage.notify_if_near(channel)
         return reply
 

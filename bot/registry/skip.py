@@ -62,13 +62,9 @@ class SkipRequests(HeldRuns):
         submitter.gate.verdict(plan, cmd, user=user)  # refuses a non-approver, naming the preflight to run
         command = submitter.gate.command(plan, cmd)
         plan.validation = {"state": HELD, "requested_by": user, "command": command, "gate_key": plan.gate_key}
-        reply, run = submitter.start_command(
-            plan, cmd, user=user, channel=channel, delivery_key=delivery_key, forced=forced, hold=True
-        )
-        if run is None:  # the same delivery again: post the request a crash may have kept it from posting
-            run = submitter.existing(plan, delivery_key)
-            if run is None or self.asked(run) or run.status != HELD:
-                return reply
+        reply, run = self.hold(plan, cmd, user=user, channel=channel, delivery_key=delivery_key, forced=forced)
+        if run is None:
+            return reply
         audit = f"run recipe={run.recipe_name} --skip-preflight"
         self.post_request(run, user=user, detail=command, audit=audit)
         quorum = self.deps.quorum

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from slack_sdk.errors import SlackApiError
+from sqlmodel import Session
 
 from bot.catalog import Plan
 from bot.grammar import BudgetCommand, CommandError, UsageCommand
 from bot.runs import Reply, RunError
 from bot.runs.deps import RunDeps
-from bot.usage.accounting import UsageRow, group_usage, period_bounds, run_usage, running_intervals, unit_hours
+from bot.usage.accounting import UsageRow, group_usage, period_bounds, run_usage, running_intervals
 from bot.usage.estimate import Estimate, Sample, estimate, work_units
 from bot.usage.render import NOTICE_LEVEL, BudgetState, render_budget, render_usage, top_spenders
 from storage import repos
@@ -56,10 +57,7 @@ class UsageService:
                 work = work_units(run.params)
                 if list(run.presets) != list(plan.presets) or work is None:
                     continue
-                events = repos.status_events_of(s, run_id=run.id or 0)
-                now = self.deps.clock()
-                spans = running_intervals(events, started_at=run.started_at, finished_at=run.finished_at, now=now)
-                seconds = sum((i.end - i.start).total_seconds() for i in spans)
+                seconds = self._ran_s(s, run)
                 if seconds > 0:
                     return Sample(run_name=run.name, unit=work[0], units=work[1], running_s=seconds)
         return None
@@ -71,17 +69,19 @@ class UsageService:
         if not run.cost:
             return run
         with self.deps.sessions() as s:
-            events = repos.status_events_of(s, run_id=run.id or 0)
             fresh = repos.get_run(s, run_id=run.id or 0) or run
-            now = self.deps.clock()
-            spans = running_intervals(events, started_at=fresh.started_at, finished_at=fresh.finished_at, now=now)
-            count = float(fresh.cost.get("count") or 0) if fresh.cost else 0.0
-            hours = unit_hours(spans, count, datetime.min.replace(tzinfo=now.tzinfo), now)
-            price = (fresh.cost or {}).get("price")
-            cost = {**(fresh.cost or {}), "used_hours": hours}
-            if price is not None:
-                cost["used_money"] = hours * float(price)
+            profile = dict(fresh.cost or {})
+            hours = self._ran_s(s, fresh) * float(profile.get("count") or 0) / 3600.0
+            cost = {**profile, "used_hours": hours}
+            if profile.get("price") is not None:
+                cost["used_money"] = hours * float(profile["price"])
             return repos.update_run(s, fresh, cost=cost)
+
+    def _ran_s(self, session: Session, run: Run) -> float:
+        """Seconds the run held what it asked for, from its status events and Polyaxon's stamps."""
+        events = [(e.status, e.observed_at) for e in repos.list_status_events(session, run_id=run.id or 0)]
+        spans = running_intervals(events, started_at=run.started_at, finished_at=run.finished_at, now=self.deps.clock())
+        return sum((span.end - span.start).total_seconds() for span in spans)
 
     def rows(self, channel: str | None, period: str, by: str) -> tuple[list[UsageRow], datetime, datetime]:
         """Usage rows of a channel (or all) for the current period, and the period's start and now."""
@@ -105,6 +105,11 @@ class UsageService:
         return top_spenders(rows)
 
     # --- budgets ----------------------------------------------------------------------------------
+
+    def has_budget(self, channel: str) -> bool:
+        """Whether the channel has a budget (one query: what a submission asks before planning for it)."""
+        with self.deps.sessions() as s:
+            return repos.get_budget(s, channel=channel) is not None
 
     def budget_state(self, channel: str) -> BudgetState | None:
         """The channel's budget and its accelerator-hours spent this period (running runs so far)."""

@@ -115,7 +115,6 @@ from storage.repos.usage import (
     release_budget_notice,
     runs_in_period,
     set_budget,
-    status_events_of,
 )
 
 __all__ = [
@@ -209,7 +208,6 @@ __all__ = [
     "serving_check_for_run",
     "set_budget",
     "stage_change_for_request",
-    "status_events_of",
     "sweep_trials",
     "unfinished_deliveries",
     "unposted_status_events",

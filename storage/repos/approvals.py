@@ -9,7 +9,7 @@ from typing import Any
 from sqlmodel import Session, col, or_, select, update
 
 from storage.models import Approval, ApprovalNotice, ApprovalRequest, utcnow
-from storage.repos.common import dialect_insert
+from storage.repos.common import insert_once
 
 
 def create_approval_request(session: Session, **fields: Any) -> ApprovalRequest:
@@ -147,11 +147,4 @@ def record_notice(session: Session, *, request_id: int, user: str, code: str) ->
     """Claim telling `user` the reason `code` on a request; True only the first time (race-free)."""
     table = ApprovalNotice.__table__  # type: ignore[attr-defined]
     values = {"request_id": request_id, "user": user, "code": code, "created_at": utcnow()}
-    stmt = (
-        dialect_insert(session, table)
-        .values(**values)
-        .on_conflict_do_nothing(index_elements=["request_id", "user", "code"])
-    )
-    inserted = session.execute(stmt.returning(table.c.id)).scalar_one_or_none()
-    session.commit()
-    return inserted is not None
+    return insert_once(session, table, values, keys=["request_id", "user", "code"]) is not None

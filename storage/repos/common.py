@@ -20,3 +20,15 @@ def dialect_insert(session: Session, table: Any) -> Any:
     if dialect == "sqlite":
         return sqlite.insert(table)
     raise ValueError(f"unsupported dialect {dialect}")  # pragma: no cover - only SQLite and PostgreSQL
+
+
+def insert_once(session: Session, table: Any, values: dict[str, Any], *, keys: list[str]) -> int | None:
+    """INSERT … ON CONFLICT (keys) DO NOTHING, committed: the new row's id, or None when the key was taken.
+
+    Two concurrent writers are race-free: exactly one row, and the loser gets None rather than an
+    IntegrityError. RETURNING tells the winner apart portably (rowcount is unreliable once the cursor is closed).
+    """
+    stmt = dialect_insert(session, table).values(**values).on_conflict_do_nothing(index_elements=keys)
+    inserted = session.execute(stmt.returning(table.c.id)).scalar_one_or_none()
+    session.commit()
+    return int(inserted) if inserted is not None else None

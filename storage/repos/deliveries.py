@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from storage.models import Delivery, utcnow
-from storage.repos.common import dialect_insert
+from storage.repos.common import insert_once
 
 
 def record_delivery(session: Session, *, key: str, kind: str) -> bool:
@@ -21,11 +21,7 @@ def record_delivery(session: Session, *, key: str, kind: str) -> bool:
     """
     values = {"key": key, "kind": kind, "received_at": utcnow()}
     table = Delivery.__table__  # type: ignore[attr-defined]
-    stmt = dialect_insert(session, table).values(**values).on_conflict_do_nothing(index_elements=["key"])
-    # RETURNING tells the winner apart portably; rowcount is unreliable once the cursor is closed.
-    inserted = session.execute(stmt.returning(table.c.id)).scalar_one_or_none()
-    session.commit()
-    return inserted is not None
+    return insert_once(session, table, values, keys=["key"]) is not None
 
 
 def admit_delivery(
@@ -42,10 +38,7 @@ def admit_delivery(
         "holder": holder,
         "attempts": 1,
     }
-    stmt = dialect_insert(session, table).values(**values).on_conflict_do_nothing(index_elements=["key"])
-    inserted = session.execute(stmt.returning(table.c.id)).scalar_one_or_none()
-    session.commit()
-    return inserted is not None
+    return insert_once(session, table, values, keys=["key"]) is not None
 
 
 def finish_delivery(session: Session, *, key: str, now: datetime) -> None:

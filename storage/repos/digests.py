@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlmodel import Session, col, func, or_, select
 
 from storage.models import Approval, ApprovalRequest, DigestPost, DigestSchedule, Registration, Run, Sweep, utcnow
-from storage.repos.common import dialect_insert
+from storage.repos.common import insert_once
 from storage.repos.runs import ACTIVE_STATUSES
 
 
@@ -45,10 +45,7 @@ def claim_digest_slot(session: Session, *, channel: str, slot_at: datetime, kind
     """Claim a channel's digest slot; the claim's id, or None when another process claimed it first."""
     values = {"channel": channel, "slot_at": slot_at, "kind": kind, "claimed_at": utcnow(), "late": False}
     table = DigestPost.__table__  # type: ignore[attr-defined]
-    stmt = dialect_insert(session, table).values(**values).on_conflict_do_nothing(index_elements=["channel", "slot_at"])
-    claimed = session.execute(stmt.returning(table.c.id)).scalar_one_or_none()
-    session.commit()
-    return int(claimed) if claimed is not None else None
+    return insert_once(session, table, values, keys=["channel", "slot_at"])
 
 
 def complete_digest_post(session: Session, *, post_id: int, message_ts: str, late: bool) -> None:

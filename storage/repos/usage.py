@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlmodel import Session, col, or_, select
 
 from storage.models import BudgetNotice, ChannelBudget, Run, StatusEvent, utcnow
-from storage.repos.common import dialect_insert
+from storage.repos.common import insert_once
 
 
 def runs_in_period(
@@ -47,14 +47,6 @@ def measured_runs(session: Session, *, recipe_name: str, limit: int = 50) -> Seq
     ).all()
 
 
-def status_events_of(session: Session, *, run_id: int) -> list[tuple[str, datetime]]:
-    """One run's status events `(status, observed_at)`, oldest first."""
-    rows = session.exec(
-        select(StatusEvent).where(StatusEvent.run_id == run_id).order_by(col(StatusEvent.observed_at))
-    ).all()
-    return [(row.status, row.observed_at) for row in rows]
-
-
 def get_budget(session: Session, *, channel: str) -> ChannelBudget | None:
     """The channel's budget, if one is set."""
     return session.exec(select(ChannelBudget).where(ChannelBudget.channel == channel)).first()
@@ -86,14 +78,7 @@ def claim_budget_notice(session: Session, *, channel: str, period_start: datetim
     """Claim telling the channel it reached `level` % this period; True only the first time (race-free)."""
     table = BudgetNotice.__table__  # type: ignore[attr-defined]
     values = {"channel": channel, "period_start": period_start, "level": level, "created_at": utcnow()}
-    stmt = (
-        dialect_insert(session, table)
-        .values(**values)
-        .on_conflict_do_nothing(index_elements=["channel", "period_start", "level"])
-    )
-    inserted = session.execute(stmt.returning(table.c.id)).scalar_one_or_none()
-    session.commit()
-    return inserted is not None
+    return insert_once(session, table, values, keys=["channel", "period_start", "level"]) is not None
 
 
 def release_budget_notice(session: Session, *, channel: str, period_start: datetime, level: int) -> None:

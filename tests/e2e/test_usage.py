@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.forms.fields import presets_block
 from bot.local.polyaxon import LocalPolyaxonStack
 from storage import repos
 from storage.models import ApprovalRequest
 from tests.e2e.conftest import ALICE, BOB, CHANNEL, REPO, LiveBot, reply_text, start_live_bot
+from tests.e2e.test_forms import form_run_name, open_form
 from tests.e2e.test_lifecycle import run_name_in
 from tests.fixtures.slack import wait_for
 
@@ -123,3 +125,18 @@ def test_a_sweep_over_budget_is_held_for_all_its_trials_then_released(bot: LiveB
     with bot.runtime.services.sessions() as s:
         trials = repos.sweep_trials(s, sweep_run_id=sweep.id or 0)
     assert len(trials) == 2 and all(t.cost and t.cost["unit"] == "accelerator" for t in trials)
+
+
+def test_the_run_forms_preview_estimates_and_its_run_over_budget_is_held_like_a_typed_one(bot: LiveBot) -> None:
+    view = open_form(bot, "quickstart")
+    bot.standin.views.enter(view["id"], presets_block("quickstart"), ["gpu-local"])
+    assert bot.sender.view_action(view["id"], "form_actions", "finetune_form:preview").status == 200
+    preview = wait_for(lambda: len(s := bot.standin.views.open_views(ALICE)) == 2 and s[-1])
+    assert "estimate ≈" in str(preview["blocks"]) and "accelerator-hours" in str(preview["blocks"])
+    bot.standin.views.close(ALICE)
+    _, outcome = bot.sender.submit_view(view["id"])
+    assert outcome == {"action": "closed"}
+    name = form_run_name("quickstart", view)
+    [note] = wait_for(lambda: [e for e in bot.standin.ephemerals(CHANNEL, ALICE) if name in e["text"]], timeout=60)
+    assert "is held" in note["text"] and "budget" in note["text"], note["text"]
+    assert bot.run_named(name).status == "awaiting_approval"
