@@ -16,7 +16,8 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from sqlalchemy.engine import Engine
 
-from bot.deliveries import DeliveryLedger, delivery_kind
+from bot.background import BackgroundItemsCollector
+from bot.deliveries import DeliveryIntake, DeliveryLedger, delivery_kind
 from bot.digest import DigestRuntime
 from bot.frontdoor import ADMITTED
 from bot.lease import LeaseGuard, holder_id
@@ -181,6 +182,8 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
     engine = make_engine(settings.finetune.database_url)
     sessions = SessionFactory(engine)
     metrics = BotMetrics()
+    # Failing and parked background items, read from the database at each scrape (bot.background).
+    metrics.registry.register(BackgroundItemsCollector(sessions))
     client = build_web_client(settings, metrics)
     if gateway is None and settings.polyaxon.host:
         from bot.polyaxon import PolyaxonGateway  # seconds to import: only when Polyaxon is configured
@@ -199,6 +202,8 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
         clock=_utcnow,
         holder=holder,
         ttl=timedelta(seconds=settings.finetune.watch_lease_ttl),
+        # Admits of a burst share one transaction and one writer's connection (bot/deliveries/intake.py).
+        intake=DeliveryIntake(engine),
     )
     services = Services(sessions=sessions, catalog=catalog, gateway=gateway, metrics=metrics, ledger=ledger)
     scheduler = build_scheduler(settings, engine)
@@ -216,12 +221,17 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
         )
         services.usage = UsageService(services.runs.deps)
         services.registry = RegistrationService(services.runs, usage=services.usage)
+        # A held run cancelled by `stop` voids its approval request at once (the runs layer cannot import the
+        # registry, so the registry's void is handed to it here).
+        services.runs.control.on_cancel.append(services.registry.states.void_cancelled)
         services.digests.usage = services.usage
+        services.digests.items = services.runs.deps.items  # one isolation of background items per process
         services.release = ReleaseService(services.registry)
         services.outputs = OutputsService(services.runs.deps, services.runs.thread)
         services.preflights = PreflightService(services.runs.deps, services.runs.thread, services.runs.submitter)
         runs = services.runs
         services.sweeps = SweepService(runs.deps, runs.thread, runs.submitter, runs.comparer, usage=services.usage)
+        services.sweeps.on_cancel = runs.control.on_cancel  # a held sweep's request is voided as a run's is
         interval = settings.finetune.watch_interval_s
         # Several replicas share one database: the watcher runs on whichever holds this lease.
         lease = LeaseGuard(

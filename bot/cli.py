@@ -77,21 +77,37 @@ def serve(host: str | None, port: int | None) -> None:
     default=Path(".finetune"),
     type=click.Path(path_type=Path),
     show_default=True,
-    help="Folder for the local Polyaxon server's database and the runs' artifacts.",
+    help="Folder for everything the session keeps: the bot's database (unless FINETUNE_DATABASE_URL is set), "
+    "the local Polyaxon server's database and the runs' artifacts, uploaded files, the logs.",
 )
 @click.option(
     "--verbose", is_flag=True, help="Show the bot's logs in the terminal too (they always go to STORE/local.log)."
 )
 def local(script: TextIO | None, store: Path, verbose: bool) -> None:
     """The embedded default: local Polyaxon, local Slack stand-in, SQLite and an interactive shell."""
+    from bot.local.database import store_database, upgrade_store_database
     from bot.local.logs import route_logs
-    from bot.local.shell import run_local
+    from bot.local.polyaxon.stack import StackError
+    from bot.local.shell import interrupted, note, run_local
 
-    settings = _settings()
-    _require_migrated(settings)
+    settings, in_store = store_database(_settings(), store)
     # The terminal stands in for the channel: log lines would drown what a person there sees.
     log_path = route_logs(store / "local.log", verbose=verbose)
-    sys.exit(run_local(settings, store=store, lines=script, log_path=log_path, verbose=verbose))
+    try:
+        if in_store:
+            upgraded = upgrade_store_database(settings.finetune.database_url)
+            if upgraded is not None:
+                note(sys.stdout, upgraded)
+        else:
+            _require_migrated(settings)
+            note(sys.stdout, f"the bot's database: {settings.finetune.database_url} (FINETUNE_DATABASE_URL)")
+        code = run_local(settings, store=store, lines=script, log_path=log_path, verbose=verbose)
+    except StackError as exc:
+        raise click.ClickException(str(exc)) from exc
+    except KeyboardInterrupt:
+        # Ctrl-C before the shell took over (a migration, the imports): click would say "Aborted!".
+        code = interrupted(sys.stdout)
+    sys.exit(code)
 
 
 @main.command("local-polyaxon")

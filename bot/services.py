@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from bot.deliveries import DeliveryLedger
 from bot.lease import holder_id
 from bot.metrics import BotMetrics
+from bot.slack.places import PostablePlaces
 from storage.db import SessionFactory
 
 if TYPE_CHECKING:
@@ -189,6 +190,8 @@ class Services:
     # The Bolt app's Web API client (set by `build_app`), for answers that are not tied to one capability.
     slack: WebClient | None = None
     metrics: BotMetrics = field(default_factory=BotMetrics)
+    # Whether the bot can post where a command was typed (cached briefly per channel).
+    places: PostablePlaces = field(default_factory=PostablePlaces)
     clock: Callable[[], datetime] = _utcnow
     acks: AckGate = field(default_factory=AckGate)
     # Deliveries recorded before their ack and finished after their work (built with defaults if not given).

@@ -183,6 +183,11 @@ class FinetuneSettings(BaseSettings):
     release_webhook_secret: SecretStr | None = Field(
         default=None, description="HMAC-SHA256 key of the release webhook's X-Finetune-Signature"
     )
+    unsupported_run_kinds: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Polyaxon run kinds this deployment cannot execute, comma-separated (`pytorchjob` where no "
+        "training operator runs, as on the local stack): `run` refuses them up front and `--dry-run` warns",
+    )
 
     @field_validator("notify")
     @classmethod
@@ -227,6 +232,19 @@ class FinetuneSettings(BaseSettings):
         if not re.match(r"^(sqlite|postgresql(\+psycopg)?)://", v):
             raise ValueError("expected sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB")
         return v.replace("postgresql://", "postgresql+psycopg://", 1) if v.startswith("postgresql://") else v
+
+    @field_validator("unsupported_run_kinds", mode="before")
+    @classmethod
+    def _split_kinds(cls, v: Any) -> Any:
+        return [kind.lower() for kind in _split_ids(v)] if isinstance(v, str) else v
+
+    @field_validator("unsupported_run_kinds")
+    @classmethod
+    def _kinds(cls, v: list[str]) -> list[str]:
+        bad = [kind for kind in v if not re.match(r"^[a-z][a-z0-9_]*$", kind)]
+        if bad:
+            raise ValueError(f"expected Polyaxon run kinds such as pytorchjob,mpijob, got {', '.join(bad)}")
+        return v
 
     @field_validator("approvers", "runners", mode="before")
     @classmethod

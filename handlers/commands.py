@@ -35,6 +35,8 @@ from bot.grammar import (
     parse_command,
     wants_run_form,
 )
+from bot.polyaxon import RunGoneError
+from bot.runs.lost import LostRuns, lost_reply
 from bot.services import Services
 from bot.slack.client import post_to_response_url
 from bot.slack.views import ViewError
@@ -64,6 +66,19 @@ def handle_command_delivery(services: Services, body: dict[str, Any]) -> None:
     logger.info("command %s", describe_command(body))
     if services.forms is not None and wants_run_form(str(body.get("text") or "")):
         open_run_form(services, body)
+        return
+    refusal = place_refusal(services, body)
+    if refusal is not None:
+        # Refused before anything is recorded (the audit says so): a run the bot cannot post about has no card.
+        with services.sessions() as session:
+            add_audit(
+                session,
+                user=str(body.get("user_id")),
+                channel=str(body.get("channel_id")),
+                command=f"{COMMAND} {_subcommand(body)}",
+                outcome="refused",
+            )
+        post_to_response_url(str(body["response_url"]), ephemeral(reply_blocks(refusal)), services.metrics)
         return
     reply = compose_reply(
         services,
@@ -95,6 +110,32 @@ def open_run_form(services: Services, body: dict[str, Any]) -> None:
         add_audit(session, user=user, channel=channel, command=f"{COMMAND} run (form)", outcome=outcome)
 
 
+# Subcommands that post a card, a request or a digest in the channel they are typed in (their dry runs do not).
+POSTS_HERE = frozenset({"run", "sweep", "preflight", "promote", "rollback", "register", "resume", "digest", "eval"})
+
+
+def _subcommand(body: dict[str, Any]) -> str:
+    words = str(body.get("text") or "").split()
+    return words[0].lower() if words else "help"
+
+
+def place_refusal(services: Services, body: dict[str, Any]) -> str | None:
+    """Why a command that posts here cannot be carried out in its conversation; None when it can (or reads only)."""
+    sub = _subcommand(body)
+    if sub not in POSTS_HERE or "--dry-run" in str(body.get("text") or "").split():
+        return None
+    why = services.places.refusal(
+        services.slack, channel_id=str(body.get("channel_id") or ""), channel_name=str(body.get("channel_name") or "")
+    )
+    if why is None:
+        return None
+    return (
+        f":no_entry: `{COMMAND} {sub}` posts in the channel it is typed in, but {why}. Nothing was started. "
+        f"Run it in a channel the bot is in, or invite it first: `/invite @finetune-bot` in #your-channel, "
+        f"then `{COMMAND} {sub} …` there. `{COMMAND} status`, `usage`, `recipes`, `presets` and `help` work here."
+    )
+
+
 def describe_command(body: dict[str, Any]) -> str:
     """Ids and the subcommand only: never the text (it may hold values), response_url or trigger_id."""
     words = str(body.get("text") or "").split()
@@ -118,12 +159,32 @@ def compose_reply(services: Services, text: str, *, user_id: str, channel_id: st
         blocks = handle_command(services, command, user=user_id, channel=channel_id, delivery_key=delivery_key)
         outcome = "ok"
     except CommandError as err:  # PlanError is a CommandError too: both are the user's to fix
-        blocks = render_command_error(err)
+        gone = gone_cause(err)
+        blocks = answer_gone(services, gone) if gone is not None else render_command_error(err)
+        outcome = "refused"
+    except RunGoneError as gone:
+        blocks = answer_gone(services, gone)
         outcome = "refused"
     with services.sessions() as session:
         # The subcommand only: the full text may carry values nobody should find in an audit log.
         add_audit(session, user=user_id, channel=channel_id, command=f"{COMMAND} {name}", outcome=outcome)
     return ephemeral(blocks)
+
+
+def gone_cause(err: BaseException) -> RunGoneError | None:
+    """The RunGoneError behind a command's error: commands that wrap gateway errors in their own keep it as cause."""
+    cause = err.__cause__
+    while cause is not None and not isinstance(cause, RunGoneError):
+        cause = cause.__cause__
+    return cause
+
+
+def answer_gone(services: Services, gone: RunGoneError) -> Blocks:
+    """Every command (typed or a button) that meets a run Polyaxon no longer has: recorded lost once, said so."""
+    if services.runs is None:
+        return reply_blocks(f":ghost: {gone}")
+    run = LostRuns(services.runs.deps, services.runs.thread).record(gone)
+    return reply_blocks(lost_reply(run.name if run is not None else gone.uuid, gone.host))
 
 
 NEEDS_POLYAXON = "it needs Polyaxon, which this bot was started without (POLYAXON_HOST)"

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from apscheduler.schedulers.base import BaseScheduler
 
+from bot.background import BackgroundItems
 from bot.forms import ACTION_PREFIX
 from bot.scheduler import add_interval_job
 from bot.services import Services
@@ -20,8 +22,12 @@ from handlers.commands import handle_command_delivery
 from handlers.forms import handle_form_action_delivery, handle_shortcut_delivery, handle_submission_delivery
 from handlers.home import handle_home_delivery
 from handlers.reactions import handle_reaction_delivery
+from storage.models import Delivery
 
 log = logging.getLogger(__name__)
+
+# The background pass that carries out a dead process's deliveries (bot.background): one item per delivery.
+RECOVERY = "delivery_recovery"
 
 WORK: dict[str, Callable[[Services, dict[str, Any]], None]] = {
     "command": handle_command_delivery,
@@ -69,7 +75,29 @@ def tick(services: Services) -> int:
     ledger.heartbeat()
     # Past Slack's retry window a delivery's key dedupes nothing: the table stays the size of a day's traffic.
     ledger.purge()
-    return ledger.recover(lambda kind, body: redo(services, kind, body))
+    items = (
+        services.runs.deps.items
+        if services.runs is not None
+        else BackgroundItems(sessions=services.sessions, clock=services.clock)
+    )
+    orphans = [d for d in ledger.orphans() if d.payload is not None]
+    batch = items.batch(RECOVERY, [d.key[:128] for d in orphans])
+    done = 0
+    for delivery in orphans:
+        # Each orphan on its own (bot.background): one whose take-over keeps failing never keeps the others.
+        tried = batch.attempt(delivery.key[:128], partial(take_over, services, delivery))
+        done += bool(tried.value)
+    return done
+
+
+def take_over(services: Services, delivery: Delivery) -> bool:
+    """Claim one orphan for this process and carry it out; False when another replica claimed it first."""
+    assert services.ledger is not None and delivery.payload is not None
+    if not services.ledger.take_over(delivery):
+        return False
+    log.warning("deliveries: carrying out %s %s, acked by a process that died", delivery.kind, delivery.key)
+    redo(services, delivery.kind, dict(delivery.payload))
+    return True
 
 
 def register(scheduler: BaseScheduler, services: Services, *, interval_s: float) -> None:

@@ -34,4 +34,5 @@ echo "== mypy"
 .venv/bin/mypy
 echo "== pytest"
 # The local Polyaxon server and the Slack stand-in are started by session fixtures inside pytest.
-.venv/bin/pytest -m "not slow and not gpu" "$@"
+# The slowest 25 are printed so the suite's time can be watched.
+.venv/bin/pytest -m "not slow and not gpu" --durations=25 "$@"

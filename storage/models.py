@@ -8,6 +8,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
+# The background passes' failing items (bot.background), likewise in their own module.
+from storage.background_models import BackgroundItemFailure as BackgroundItemFailure
 from storage.columns import UTCDateTime as UTCDateTime
 from storage.columns import _created, _json, _ts
 from storage.columns import utcnow as utcnow

@@ -8,6 +8,7 @@ the run's outputs inside Polyaxon, else in `./outputs`):
     {"schema": 1, "engine", "dtype", "device", "checkpoint", "checkpoint_digest",
      "prompt_set": {"path", "digest", "count"}, "chat_template": {"applied", "digest"}, "max_new_tokens",
      "load_time_s", "peak_memory_mb", "gpu_peak_memory_mb", "tokens_per_s", "latency_ms": {"p50", "p95", "max"},
+     "warmup_ms", "latency_remeasured_ms": {"p50", "p95", "max"},
      "prompts": [{"id", "output", "new_tokens", "latency_ms", "finish_reason", "passed",
                   "checks": [{"name", "passed", "evidence"}]}],
      "expectations_passed", "failures": ["<id>: <what failed>; output <excerpt>"], "error"}
@@ -15,8 +16,12 @@ the run's outputs inside Polyaxon, else in `./outputs`):
 `peak_memory_mb` is the process's peak RSS (MiB, `getrusage`), `gpu_peak_memory_mb` the peak CUDA memory
 allocated by torch (null off CUDA). Latency is per request (template, tokenize, generate, decode) with
 nearest-rank percentiles; tokens/s is all new tokens over the time spent in `generate`. New tokens count the
-end token when one was generated. The job judges only the prompts' expectations (`trainer.serving_checks`);
-latency and memory budgets are the bot's to judge from these figures.
+end token when one was generated. Latency is measured after a warm-up request (the first prompt, untimed in the
+figures: `warmup_ms` says what it took), since a first request pays for lazy initialisation that no later one
+does; then every prompt is timed once more (`latency_remeasured_ms`), so that a latency budget failed by one
+pass on a busy machine is judged again on the second before the check fails (the bot's decision). The job
+judges only the prompts' expectations (`trainer.serving_checks`); latency and memory budgets are the bot's to
+judge from these figures.
 
 When the check cannot run (unknown engine, prompt set missing, malformed or not matching
 `--prompts_digest`, checkpoint missing, no chat template, a load or generation failure) the report is still
@@ -145,6 +150,8 @@ def empty_report(options: argparse.Namespace) -> dict[str, Any]:
         "gpu_peak_memory_mb": None,
         "tokens_per_s": None,
         "latency_ms": latency_summary([]),
+        "warmup_ms": None,
+        "latency_remeasured_ms": latency_summary([]),
         "prompts": [],
         "expectations_passed": False,
         "failures": [],
@@ -174,9 +181,10 @@ def _read_prompt_set(options: argparse.Namespace, report: dict[str, Any]) -> lis
 def _serve(
     engine: TransformersEngine, prompts: list[Any], options: argparse.Namespace, stop: SignalStop
 ) -> dict[str, Any]:
-    """Send every prompt, one at a time; return the figures and per-prompt results for the report."""
+    """Warm up, send every prompt one at a time, then time them again; the figures and per-prompt results."""
     results: list[dict[str, Any]] = []
     generate_s = 0.0
+    warmup_ms = warm_up(engine, prompts, options.max_new_tokens)
     for done, prompt in enumerate(prompts):
         stop.check(done, len(prompts))
         served = engine.generate(prompt.messages, options.max_new_tokens)
@@ -195,15 +203,34 @@ def _serve(
         )
         print(f"  {prompt.id}: {served.finish_reason}, {served.new_tokens} tokens, {served.output!r}", flush=True)
     stop.check(len(prompts), len(prompts))
+    remeasured = remeasure(engine, prompts, options.max_new_tokens, stop)
     new_tokens = sum(r["new_tokens"] for r in results)
     failures = [failure_line(r["id"], r["checks"], r["output"]) for r in results]
     return {
         "prompts": results,
         "tokens_per_s": round(new_tokens / generate_s, 3) if generate_s > 0 else None,
         "latency_ms": latency_summary([r["latency_ms"] for r in results]),
+        "warmup_ms": round(warmup_ms, 3) if warmup_ms is not None else None,
+        "latency_remeasured_ms": latency_summary(remeasured),
         "expectations_passed": all(r["passed"] for r in results),
         "failures": [line for line in failures if line],
     }
+
+
+def warm_up(engine: TransformersEngine, prompts: Sequence[Any], max_new_tokens: int) -> float | None:
+    """Serve the first prompt once, outside the figures; its latency in ms (None without prompts)."""
+    if not prompts:
+        return None
+    return engine.generate(prompts[0].messages, max_new_tokens).latency_ms
+
+
+def remeasure(engine: TransformersEngine, prompts: Sequence[Any], max_new_tokens: int, stop: SignalStop) -> list[float]:
+    """Every prompt's latency once more (greedy: the same outputs, so only the time is kept)."""
+    latencies = []
+    for done, prompt in enumerate(prompts):
+        stop.check(done, len(prompts))
+        latencies.append(round(engine.generate(prompt.messages, max_new_tokens).latency_ms, 3))
+    return latencies
 
 
 def resolve_checkpoint(checkpoint: Path, model_run: str) -> Path:
@@ -265,6 +292,8 @@ def _null_figures(report: dict[str, Any]) -> None:
         gpu_peak_memory_mb=None,
         tokens_per_s=None,
         latency_ms=latency_summary([]),
+        warmup_ms=None,
+        latency_remeasured_ms=latency_summary([]),
         expectations_passed=False,
     )
 

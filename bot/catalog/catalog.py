@@ -75,6 +75,8 @@ class Catalog:
         plan.cost = cost_profile(plan.resources, choice.presets, self.pricing, plan.operation)
         if plan.memory is not None and plan.memory.fits is False:
             plan.fitting_presets = presets_that_fit(recipe, component, plan, self.presets.values(), self.repo_root)
+        elif cmd.force:
+            plan.warnings.append(unneeded_force(plan))
         return mark_distributed(plan)
 
     def plan_preflight(self, cmd: RunCommand, *, require_local: bool = True) -> Plan:
@@ -121,3 +123,18 @@ class Catalog:
                 if not (path if path.is_absolute() else self.repo_root / path).exists():
                     builds[ref.build] = None
         return list(builds)
+
+
+def unneeded_force(plan: Plan) -> str:
+    """Why `--force` changes nothing for a plan that is not over its memory estimate.
+
+    Like `--skip-preflight` with nothing to skip, the run goes ahead as typed (refusing would only make the user
+    type it again) and the flag is named as unused, so nobody reads the run as one forced past a limit.
+    """
+    if plan.memory is None:
+        why = "there is no memory estimate for this run to go over"
+    elif plan.memory.fits is None:
+        why = f"its presets set no memory budget to compare the estimate with ({plan.memory.summary()})"
+    else:
+        why = f"the memory estimate fits its presets ({plan.memory.summary()})"
+    return f"--force is not needed: {why}; the run goes ahead as usual and is not recorded as forced"

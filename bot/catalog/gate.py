@@ -100,12 +100,13 @@ def check_gate(
     skip: bool,
     skipper: str | None,
     command: str,
+    lost_preflight: str | None = None,
 ) -> GateVerdict:
     """The gate's verdict for a plan: single-process runs pass; distributed ones need `passed` or `skip`.
 
     `skip` is `--skip-preflight`: never allowed here, it holds the run for approval (the caller has already
     refused it from a non-approver). `command` is the preflight to run first (`preflight_command`), quoted in
-    the refusal.
+    the refusal; `lost_preflight` names a preflight that passed but whose run Polyaxon no longer has (said why).
     """
     if not plan.distributed:
         return GateVerdict(allowed=True)
@@ -128,12 +129,18 @@ def check_gate(
             validation={"state": "awaiting_approval", "requested_by": skipper, "command": command},
             refusal=f"skipping the preflight of {plan.recipe} needs the approval of other approvers",
         )
+    passed_none = (
+        f"the preflight `{lost_preflight}` of these pins and presets passed, but Polyaxon no longer has its run "
+        "(lost: deleted there, or the server was replaced), so it is no evidence any more"
+        if lost_preflight
+        else "no preflight of these pins and presets has passed"
+    )
     return GateVerdict(
         allowed=False,
         validation={"state": "needs_preflight", "command": command},
         refusal=(
             f"{plan.recipe} is distributed ({plan.expected_world_size} ranks on "
-            f"{', '.join(plan.presets) or 'its presets'}) and no preflight of these pins and presets has passed. "
+            f"{', '.join(plan.presets) or 'its presets'}) and {passed_none}. "
             f"Run first:\n`{command}`\nIt checks {WHAT_A_PREFLIGHT_CHECKS}, in a few short steps. "
             "An approver may ask to skip it with `--skip-preflight`: the run is then held until other approvers "
             "approve it (audited), and shows as unvalidated."

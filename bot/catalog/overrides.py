@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bot.catalog.errors import PlanError
 from bot.grammar import (
+    MAX_INT_DIGITS,
     PINNED_KEYS,
     Scalar,
     closest,
@@ -95,6 +96,10 @@ class OverrideSpec(BaseModel):
             raise ValueError(f"expected {self.describe()}, got {value!r}")
         if self.type == "int":
             if isinstance(value, float):
+                if math.isfinite(value) and value.is_integer() and not self._within(value):
+                    # A whole number past the bounds (`max_steps=99999999999999999999999` reads as 1e23):
+                    # the bounds are the answer, not how to write an int.
+                    raise ValueError(f"{written or _fmt(value, 'float')} is out of bounds: {self._bounds()}")
                 raise NotAnIntError(int_written_as_float(key or self.key, written or repr(value), value))
         else:
             value = float(value)
@@ -103,11 +108,23 @@ class OverrideSpec(BaseModel):
         self._check_bounds(value)
         return value
 
-    def _check_bounds(self, value: float) -> None:
+    def _within(self, value: float) -> bool:
+        """Whether `value` lies in the declared bounds (an int without bounds: within the 18 digits an int takes)."""
+        if self.type == "int" and self.low is None and abs(value) >= 10**MAX_INT_DIGITS:
+            return False
         too_low = self.low is not None and (value <= self.low if self.low_open else value < self.low)
         too_high = self.high is not None and (value >= self.high if self.high_open else value > self.high)
-        if too_low or too_high:
-            raise ValueError(f"{_fmt(value, self.type)} is out of bounds: {self.describe()}")
+        return not (too_low or too_high)
+
+    def _check_bounds(self, value: float) -> None:
+        if not self._within(value):
+            raise ValueError(f"{_fmt(value, self.type)} is out of bounds: {self._bounds()}")
+
+    def _bounds(self) -> str:
+        """The declared type as an out-of-bounds message quotes it."""
+        if self.type == "int" and self.low is None:
+            return f"int of at most {MAX_INT_DIGITS} digits"
+        return self.describe()
 
 
 def _fmt(value: float, kind: str) -> str:

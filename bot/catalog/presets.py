@@ -166,11 +166,7 @@ def presets_for_run(
     for preset in named:
         other = by_family.get(preset.family)
         if other is not None:
-            raise PlanError(
-                f"presets {other.name} and {preset.name} both set {preset.family}: give one {preset.family} "
-                f"preset (presets of different families stack, e.g. preset=gpu-1x,spot)",
-                suggestions=[other.name, preset.name],
-            )
+            raise _family_conflict(other, preset, requested, recipe, component, presets)
         by_family[preset.family] = preset
     defaults = [find_preset(presets, name) for name in recipe.spec.presets]
     kept = [preset for preset in defaults if preset.family not in by_family]
@@ -191,3 +187,37 @@ def presets_for_run(
                 suggestions=fitting,
             )
     return PresetChoice(presets=chosen, sources=sources, replaced=replaced)
+
+
+def _family_conflict(
+    first: Preset,
+    second: Preset,
+    requested: Sequence[str],
+    recipe: Recipe,
+    component: Component,
+    presets: Mapping[str, Preset],
+) -> PlanError:
+    """Two presets of one family: the refusal, suggesting whole `preset=` values that would plan instead.
+
+    Each alternative is the user's list without one of the two, kept only if it stacks and fits the recipe's
+    component; the example of stacking is built from presets that fit this recipe, not a fixed pair.
+    """
+    family = first.family
+    alternatives: list[str] = []
+    for dropped in (second.name, first.name):
+        names = [name for name in requested if name != dropped]
+        try:
+            presets_for_run(names, recipe, component, presets)
+        except PlanError:
+            continue
+        alternatives.append("preset=" + ",".join(names))
+    fits = [p for p in presets.values() if p.target_kind in (None, component.run_kind)]
+    other_family = next((p for p in fits if p.family != family), None)
+    example = f", e.g. preset={first.name},{other_family.name}" if other_family is not None else ""
+    choices = " or ".join(f"`{text}`" for text in alternatives)
+    instead = f"; try {choices}" if alternatives else ""
+    return PlanError(
+        f"presets {first.name} and {second.name} both set {family}: give one {family} preset{instead} "
+        f"(presets of different families stack{example})",
+        suggestions=alternatives,
+    )

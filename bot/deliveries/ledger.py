@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from bot.deliveries.intake import DeliveryIntake
 from bot.deliveries.keys import key_of
 from storage import repos
 from storage.db import SessionFactory
@@ -51,8 +52,18 @@ def strip_secrets(body: Mapping[str, Any]) -> dict[str, Any]:
 class DeliveryLedger:
     """Admits deliveries before their ack, finishes them after their work, and takes over dead processes' ones."""
 
-    def __init__(self, *, sessions: SessionFactory, clock: Callable[[], datetime], holder: str, ttl: timedelta) -> None:
+    def __init__(
+        self,
+        *,
+        sessions: SessionFactory,
+        clock: Callable[[], datetime],
+        holder: str,
+        ttl: timedelta,
+        intake: DeliveryIntake | None = None,
+    ) -> None:
         self.sessions = sessions
+        # The group-committing writer of admits (serve); without one each admit commits in a session of its own.
+        self.intake = intake
         self.clock = clock
         self.holder = holder
         self.ttl = ttl
@@ -64,17 +75,24 @@ class DeliveryLedger:
         if found is None:
             return True  # url_verification and other deliveries that carry no work
         kind, key = found
-        with self.sessions() as s:
-            return repos.admit_delivery(
-                s, key=key, kind=kind, payload=strip_secrets(body), holder=self.holder, now=self.clock()
+        payload, now = strip_secrets(body), self.clock()
+        if self.intake is not None and not self.intake.closed:
+            return self.intake.admit(
+                repos.delivery_row(key=key, kind=kind, payload=payload, holder=self.holder, now=now)
             )
+        with self.sessions() as s:
+            return repos.admit_delivery(s, key=key, kind=kind, payload=payload, holder=self.holder, now=now)
 
     def finish(self, body: Mapping[str, Any]) -> None:
         """The delivery's work is done: answered, or failed and reported."""
         found = key_of(body)
-        if found is not None:
-            with self.sessions() as s:
-                repos.finish_delivery(s, key=found[1], now=self.clock())
+        if found is None:
+            return
+        if self.intake is not None and not self.intake.closed:
+            self.intake.finish(found[1], self.clock())
+            return
+        with self.sessions() as s:
+            repos.finish_delivery(s, key=found[1], now=self.clock())
 
     def forget(self, body: Mapping[str, Any]) -> None:
         """Drop a delivery no listener took (Bolt answered it 404): it carries no work, now or later."""
@@ -110,6 +128,8 @@ class DeliveryLedger:
 
     def release(self) -> None:
         """A clean stop: this process's lease goes at once (its deliveries are finished by then, or taken over)."""
+        if self.intake is not None:
+            self.intake.close()
         try:
             with self.sessions() as s:
                 release_lease(s, name=PROCESS_LEASE + self.holder, holder=self.holder)

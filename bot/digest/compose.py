@@ -11,7 +11,9 @@ MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000
 MAX_ITEMS_PER_LIST = 10
 LATE_AFTER = timedelta(minutes=5)
-FINISHED_STATUSES = frozenset({"succeeded", "failed", "stopped", "skipped", "upstream_failed", "done", "submit_failed"})
+FINISHED_STATUSES = frozenset(
+    {"succeeded", "failed", "stopped", "skipped", "upstream_failed", "done", "submit_failed", "lost"}
+)
 
 
 class DigestRun(BaseModel):
@@ -115,7 +117,9 @@ def _run_line(run: DigestRun) -> str:
     if run.validation == "unvalidated":
         marks += " · :warning: *unvalidated* (preflight skipped)"
     elif run.validation == "awaiting_approval":
-        marks += " · held: preflight skip awaiting approval"
+        # Only a run still held waits: one cancelled or expired while held ended unvalidated, asking nobody.
+        held = run.status == "awaiting_approval"
+        marks += " · held: preflight skip awaiting approval" if held else " · preflight skip never approved"
     elif run.validation == "validated":
         marks += " · validated"
     if run.confirmed:
@@ -207,7 +211,7 @@ def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
             )
         )
 
-    by_status: dict[str, list[DigestRun]] = {"succeeded": [], "failed": [], "stopped": []}
+    by_status: dict[str, list[DigestRun]] = {"succeeded": [], "failed": [], "stopped": [], "lost": []}
     for run in data.runs:
         if run.finished_at is not None and run.finished_at >= data.since and run.status in by_status:
             by_status[run.status].append(run)
@@ -234,6 +238,7 @@ def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
         "succeeded": ":white_check_mark: *Finished*",
         "failed": ":x: *Failed*",
         "stopped": ":octagonal_sign: *Stopped*",
+        "lost": ":ghost: *Lost* (Polyaxon no longer has them)",
     }
     for status, title in titles.items():
         if by_status[status]:

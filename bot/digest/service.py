@@ -6,6 +6,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from apscheduler.jobstores.base import JobLookupError
@@ -14,6 +15,7 @@ from apscheduler.triggers.cron import CronTrigger
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from bot.background import BackgroundItems
 from bot.digest.compose import (
     DigestApproval,
     DigestData,
@@ -26,7 +28,7 @@ from bot.digest.jobs import attach, detach, digest_job
 from bot.digest.schedule import cron_for, describe_schedule
 from bot.grammar import DigestCommand
 from bot.runs.evals import primary_metric
-from bot.scheduler import PERSISTENT, latest_fire_time
+from bot.scheduler import PERSISTENT, add_interval_job, latest_fire_time
 from bot.settings import Settings
 from bot.slack.links import WorkspaceAddress, archive_link
 from bot.usage import UsageService
@@ -35,6 +37,9 @@ from storage.db import SessionFactory
 from storage.models import ApprovalRequest, Run, Sweep
 
 log = logging.getLogger(__name__)
+
+# The background pass of scheduled digests (bot.background): one item per channel.
+DIGEST = "digest"
 
 
 class DigestRuntime:
@@ -57,6 +62,8 @@ class DigestRuntime:
         self.clock = clock
         self.key = key
         self._address = WorkspaceAddress(client)
+        # Failing digests are isolated per channel (bot.background); the composition root shares the runs' one.
+        self.items = BackgroundItems(sessions=sessions, clock=clock)
         # Set by the composition root when Polyaxon is configured: the digest carries the week's usage.
         self.usage: UsageService | None = None
 
@@ -66,6 +73,9 @@ class DigestRuntime:
         """Make this process's runtime reachable for stored jobs and align jobs with the schedules table."""
         attach(self)
         self.sync_jobs()
+        add_interval_job(
+            self.scheduler, self.retry_due, name="digest-retries", interval_s=self.settings.finetune.watch_interval_s
+        )
 
     def stop(self) -> None:
         """Forget this runtime (the scheduler is stopped by its owner)."""
@@ -145,7 +155,25 @@ class DigestRuntime:
             log.warning("digest job for %s ran with no due slot", channel)
             return None
         period = timedelta(days=7) if schedule.cron.split()[4] != "*" else timedelta(days=1)
-        return self._post(channel, slot_at=slot, kind="scheduled", scheduled_for=slot, period=period)
+        # Each channel's digest on its own (bot.background): one that cannot be posted is retried with backoff by
+        # `retry_due`, then parked and its scheduler told, never in the way of the other channels' digests.
+        post = partial(self._post, channel, slot_at=slot, kind="scheduled", scheduled_for=slot, period=period)
+        tell = partial(self._gave_up, channel, schedule.created_by)
+        return self.items.attempt(DIGEST, channel, post, tell=tell).value
+
+    def retry_due(self) -> int:
+        """Post again the scheduled digests that failed and whose backoff is over; how many went out."""
+        now = self.clock()
+        due = [f.key for f in self.items.failures(kind=DIGEST) if f.parked_at is None and f.next_at <= now]
+        return sum(self.post_scheduled(channel) is not None for channel in due)
+
+    def _gave_up(self, channel: str, created_by: str, error: str) -> None:
+        """The channel's digest is parked: who scheduled it hears why, in the bot's direct messages."""
+        self.client.chat_postMessage(
+            channel=created_by,
+            text=f":no_entry: The digest of <#{channel}> could not be posted after {self.items.policy.limit} "
+            f"attempts: `{error[:300]}`. Invite the bot there again, or `/finetune digest off` in that channel.",
+        )
 
     def _post(
         self, channel: str, *, slot_at: datetime, kind: str, scheduled_for: datetime | None, period: timedelta

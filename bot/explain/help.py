@@ -46,7 +46,8 @@ HELP: dict[str, str] = {
         "Cluster keys such as `gpus=` or `nodeSelector=` are refused as overrides: pick a preset. "
         "`--dry-run` shows the compiled plan (pins, params and where each came from, resources, eval "
         "contract hash, memory estimate, warnings) without submitting anything. `--force` submits a run "
-        "whose memory estimate does not fit its presets; only approvers may use it. A distributed recipe "
+        "whose memory estimate does not fit its presets; only approvers may use it (on a run that fits, it changes "
+        "nothing: the run goes ahead and its thread says `--force` was not needed). A distributed recipe "
         "(several workers) is refused until `/finetune preflight` of the same recipe, pins and presets has "
         "passed; with `--skip-preflight` an approver asks to run it without one: the run is held until other "
         "approvers approve with the approval emoji on the request in its thread, then runs unvalidated. "
@@ -57,7 +58,8 @@ HELP: dict[str, str] = {
     ),
     "status": (
         "Show a run's status card, or without RUN the active runs of this channel. RUN is a run uuid, "
-        "its first 8 characters, or a run name."
+        "its first 8 characters, or a run name; a part of a name that begins several runs' names (a recipe's "
+        "name) is ambiguous, and the reply lists the runs it could be."
     ),
     "logs": "Post the last N log lines of a run (default 50, at most 1000) in its thread, secrets redacted.",
     "compare": (

@@ -45,6 +45,8 @@ TITLES = {
     "timeout": "Timed out",
     "code": "Code error",
     "start_deadline": "Did not start in time",
+    "unsupported": "Not runnable on this deployment",
+    "refused": "Ended before it logged",
     "unknown": "Failed",
 }
 
@@ -60,6 +62,9 @@ _CONDITION_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("image", re.compile(r"ErrImagePull|ImagePullBackOff|InvalidImageName|ErrImageNeverPull|manifest unknown", re.I)),
     ("timeout", re.compile(r"DeadlineExceeded|active longer than specified deadline|timed? ?out", re.IGNORECASE)),
 )
+# Polyaxon's converter refusing the operation (`Converter Error. Specification with run kind: pytorchjob is not
+# supported in this deployment version.`): the agent could not turn it into anything it can start.
+_UNSUPPORTED = re.compile(r"not supported in this deployment|Converter ?Error", re.IGNORECASE)
 
 # Signatures in the log lines, most specific first.
 _LOG_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -153,8 +158,25 @@ def classify(conditions: Sequence[Condition], lines: Sequence[str], exit_code: i
     by_code = _by_exit_code(code)
     if by_code is not None:
         return Failure(by_code[0], by_code[1], code)
+    if not log:
+        # Nothing logged: the run ended before its process did anything, and only Polyaxon's last status
+        # condition can say why. Quoted as it is, never hidden behind "no log lines".
+        said = condition_text(conditions)
+        if said is not None:
+            return Failure("unsupported" if _UNSUPPORTED.search(said) else "refused", _cut(said), code)
     last = log[-1] if log else "no log lines"
     return Failure("unknown", _cut(f"exit code {code}: {last}" if code is not None else last), code)
+
+
+def condition_text(conditions: Sequence[Condition]) -> str | None:
+    """`Reason: message` of the newest status condition that says something (the failed one, normally), on one
+    line; a Python traceback the agent appends to its message is left out (its last line is in the message)."""
+    for condition in reversed(conditions):
+        message = (condition.message or "").split(_TRACEBACK, 1)[0]
+        parts = [" ".join(part.split()) for part in (condition.reason, message) if part and part.strip()]
+        if parts:
+            return ": ".join(parts)
+    return None
 
 
 def exception_line(lines: Sequence[str]) -> str | None:

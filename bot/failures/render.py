@@ -12,8 +12,12 @@ from storage.models import Run
 _BATCH_KEYS = ("per_device_train_batch_size", "micro_batch_size")
 
 
-def hint(failure: Failure, *, params: Mapping[str, Any], presets: Sequence[str], recipe: str) -> str:
-    """One line: what to do about this class of failure, with the run's own numbers where they help."""
+def hint(
+    failure: Failure, *, params: Mapping[str, Any], presets: Sequence[str], recipe: str, attached: bool = False
+) -> str:
+    """One line: what to do about this class of failure, with the run's own numbers where they help.
+
+    `attached`: the log tail goes with the post as a file (only then may the hint point at one)."""
     batch = next((int(params[k]) for k in _BATCH_KEYS if isinstance(params.get(k), int)), None)
     smaller = f"`batch_size={max(1, batch // 2)}`" if batch and batch > 1 else "a smaller `max_length`"
     kind = failure.kind
@@ -48,7 +52,16 @@ def hint(failure: Failure, *, params: Mapping[str, Any], presets: Sequence[str],
         return "A time limit ended it (the preset's timeout or a collective op): raise the limit or check the workers."
     if kind == "code":
         return "The training code raised an exception: fix it and run again (a code error is never retried)."
-    return "No known cause in the last log lines: read the attached log."
+    if kind == "unsupported":
+        return (
+            "This Polyaxon deployment cannot run this kind of operation (its status condition above says which): "
+            f"a distributed run needs a cluster with the training operator; `/finetune preflight recipe={recipe}` "
+            "runs here."
+        )
+    if kind == "refused":
+        return "It ended before it logged a line: Polyaxon's status condition above is all there is to say why."
+    where = "the log tail below and the attached file" if attached else "the log tail below"
+    return f"No known cause in the last log lines: read {where}."
 
 
 def failure_record(

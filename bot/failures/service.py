@@ -85,18 +85,25 @@ class FailureService:
         failure = classify(conditions, lines)
         step = max(checkpoint_steps(info.outputs), default=run.checkpoint_step)
         decision = decide_retry(run.policy, failure.kind, attempt=run.attempt, checkpoint_step=step)
+        inline, left = cap_tail(lines, max_bytes=INLINE_LOG_BYTES)
         record = failure_record(
             failure,
-            hint_text=hint(failure, params=run.params, presets=run.presets, recipe=run.recipe_name),
+            hint_text=hint(
+                failure, params=run.params, presets=run.presets, recipe=run.recipe_name, attached=bool(left)
+            ),
             retry=decision.retry,
             why=decision.why,
             next_attempt=decision.next_attempt,
         )
         if step is not None:
             record["checkpoint_step"] = step
-        inline, left = cap_tail(lines, max_bytes=INLINE_LOG_BYTES)
         text = failed_text(record, attempt_label=self.attempt_label(run))
-        text += f"\nLast log lines:\n```{inline or '(no log lines)'}```"
+        # Without a log line the evidence above is Polyaxon's condition: an empty code block would only hide it.
+        text += (
+            f"\nLast log lines:\n```{inline}```"
+            if inline
+            else "\nNothing was logged: it ended before its process wrote a line."
+        )
         upload = None
         if left:
             upload = ("\n".join(lines).encode(), len(lines))

@@ -20,6 +20,7 @@ from bot.grammar.keys import (
     pinned_key_message,
 )
 from bot.grammar.lexing import (
+    MAX_INT_DIGITS,
     CommandError,
     Scalar,
     closest,
@@ -47,6 +48,7 @@ from bot.grammar.usage import BudgetCommand, UsageCommand
 
 __all__ = [
     "CLUSTER_KEYS",
+    "MAX_INT_DIGITS",
     "PINNED_KEYS",
     "STAGES",
     "SUBCOMMANDS",

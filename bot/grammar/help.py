@@ -49,5 +49,8 @@ def _parse_help(tokens: list[str], topics: tuple[str, ...]) -> HelpCommand:
     topic = tokens[0].lower()
     if topic not in topics:
         suggestions = closest(topic, topics)
-        raise CommandError(f"no help topic {tokens[0]!r}{did_you_mean(suggestions)}", suggestions=suggestions)
+        raise CommandError(
+            f"no help topic {tokens[0]!r}{did_you_mean(suggestions)} (topics: {', '.join(topics)})",
+            suggestions=suggestions,
+        )
     return HelpCommand(topic=topic)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import shlex
+import unicodedata
 
 from pydantic import BaseModel, ConfigDict
 
@@ -36,8 +38,13 @@ _SMART_QUOTES = str.maketrans(
 )
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+# Letters and digits of any script, and -: what a name that is not a catalog name may be, so it can be refused
+# with the closest catalog names rather than as a malformed word.
+_UNICODE_NAME_RE = re.compile(r"^[^\W_](?:[^\W_]|-)*$")
 _RUN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+MAX_INT_DIGITS = 18
 _INT_RE = re.compile(r"^[+-]?[0-9]{1,18}$")
+_WHOLE_RE = re.compile(r"^[+-]?[0-9]+$")
 _FLOAT_RE = re.compile(r"^[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]{1,3})?$")
 # A string value is one plain scalar: it may not open YAML structure, a Jinja/Polyaxon template,
 # a shell construct or a second command-line flag. The first character is alphanumeric or a
@@ -51,6 +58,32 @@ _STR_VALUE_RE = re.compile(r"^[A-Za-z0-9./][A-Za-z0-9 ._/@+,:=-]*$")
 _SHELL_RE = re.compile(r"\$\(|\$\{|\$\w*|`|&&|\|\||[;|&<>]")
 # Slack sends &, < and > escaped as entities; read them back before looking for shell syntax.
 _SLACK_ENTITIES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
+
+
+# What a key of the grammar takes, for the reply to `key=` with nothing after it. A training key (the recipe's) is
+# not listed: its type lives in the catalog, which `/finetune recipes` shows.
+EXPECTS: dict[str, str] = {
+    "recipe": "a recipe name, e.g. recipe=sft-tiny (see /finetune recipes)",
+    "preset": "preset names, e.g. preset=cpu-small or preset=gpu-1x,spot (see /finetune presets); leave it out "
+    "for the recipe's default presets",
+    "lines": "a whole number of log lines, e.g. lines=100",
+    "metric": "a metric name, e.g. metric=eval_loss",
+    "top": "a whole number of trials, e.g. top=3",
+    "checkpoint": "latest or step-N, e.g. checkpoint=step-500; leave it out for the latest",
+    "max_steps": "a whole number of steps, e.g. max_steps=100",
+    "model": "a model name, e.g. model=tiny-chat",
+    "version": "a version name, e.g. version=v2; leave it out for the next one",
+    "stage": "staging or production",
+    "period": "week or month",
+    "per": "week or month",
+    "by": "user, recipe or preset",
+    "tz": "an IANA time zone, e.g. tz=Europe/Berlin; leave it out for UTC",
+    "mode": "grid or random",
+    "trials": "a whole number of trials, e.g. trials=8",
+    "concurrency": "a whole number of trials at once, e.g. concurrency=2",
+    "sampler_seed": "a whole number, e.g. sampler_seed=7",
+}
+EXPECTS["presets"] = EXPECTS["preset"]
 
 
 class CommandError(Exception):
@@ -73,10 +106,26 @@ class _Command(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def fold(text: str) -> str:
+    """`text` compared loosely: accents dropped (NFKD, combining marks removed) and case folded (`Tíny` -> `tiny`)."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
+
+
 def closest(word: str, options: list[str] | tuple[str, ...], n: int = 3) -> list[str]:
-    """The valid names closest to `word`, best first (may be empty)."""
+    """The valid names closest to `word`, best first (may be empty); accents and case do not count."""
     # dict.fromkeys: an option listed twice (a key and its input name alike) is suggested once.
-    return difflib.get_close_matches(word, list(dict.fromkeys(options)), n=n, cutoff=0.6)
+    unique = list(dict.fromkeys(options))
+    found = difflib.get_close_matches(word, unique, n=n, cutoff=0.6)
+    # Then the matches with accents and case folded (`SFT-TÍNY` finds `sft-tiny`), after the exact-case ones, which
+    # rank better where case carries meaning (`Etc` -> `Etc/UTC` before `WET`).
+    by_fold: dict[str, str] = {}
+    for option in unique:
+        by_fold.setdefault(fold(option), option)
+    for match in difflib.get_close_matches(fold(word), list(by_fold), n=n, cutoff=0.6):
+        if by_fold[match] not in found:
+            found.append(by_fold[match])
+    return found[:n]
 
 
 def did_you_mean(suggestions: list[str]) -> str:
@@ -105,10 +154,26 @@ def refuse_shell_syntax(text: str) -> None:
         )
 
 
+def empty_value(key: str, subcommand: str) -> str:
+    """Why `key=` with nothing after it is refused, and what the key takes (never read as "use the default")."""
+    what = EXPECTS.get(key)
+    if what is not None:
+        return f"{key}= has no value: {key} takes {what}"
+    if subcommand in ("run", "preflight", "sweep"):
+        return (
+            f"{key}= has no value: give {key}=VALUE, or leave {key} out for the recipe's value "
+            "(`/finetune recipes` lists each recipe's keys with their types and bounds)"
+        )
+    return f"{key}= has no value: give {key}=VALUE (see /finetune help {subcommand})"
+
+
 def int_written_as_float(key: str, text: str, value: float) -> str:
     """Why an int key refuses a number written as a float: `seed is an int: write 1000, not 1e3`."""
     if value.is_integer() and abs(value) < 1e18:
         return f"{key} is an int: write {int(value)}, not {text}"
+    if _WHOLE_RE.match(text) or (math.isfinite(value) and value.is_integer()):
+        # A whole number too long to be an int here (over 18 digits): its size is what is wrong, not its form.
+        return f"{key}={text} is out of bounds: a whole number of at most {MAX_INT_DIGITS} digits"
     return f"{key} is an int: write a whole number, not {text}"
 
 
@@ -163,6 +228,8 @@ def _key_values(tokens: list[str], subcommand: str) -> tuple[list[str], dict[str
             key, _, value = token.partition("=")
             if not key:
                 raise CommandError(f"{token!r}: a value without a key (write KEY=VALUE)")
+            if not value:
+                raise CommandError(empty_value(key, subcommand))
             if key in pairs:
                 raise CommandError(f"{key} is given twice in `{subcommand}`; give each key once")
             pairs[key] = value
@@ -223,9 +290,20 @@ def _slug(value: str, what: str) -> str:
 
 
 def _name(value: str, what: str) -> str:
-    """A recipe or preset name, matched case-insensitively: lower-cased, then checked as a slug."""
-    # ASCII only: str.lower() folds some other letters into ASCII ones (the Kelvin sign into k).
+    """A recipe or preset name, matched case-insensitively: lower-cased, then checked as a slug.
+
+    A name with letters beyond ASCII (`sft-tíny`) is passed on unchanged: no catalog name has them, so the
+    catalog refuses it, suggesting the names it resembles with accents and case folded (`sft-tiny`).
+    """
+    if not value.isascii():
+        # Checked composed (an accent typed as a separate mark is part of its letter), but never lower-cased nor
+        # composed into ASCII (the Kelvin sign composes to K): that would turn a name nobody has into one that
+        # exists without saying so.
+        composed = unicodedata.normalize("NFC", value)
+        if not _UNICODE_NAME_RE.match(composed) or len(composed) > 63:
+            raise CommandError(f"{what} {value!r} is not a name (letters, digits and -)")
+        return value if composed.isascii() else composed
     lowered = value.lower()
-    if not value.isascii() or not _NAME_RE.match(lowered):
+    if not _NAME_RE.match(lowered):
         raise CommandError(f"{what} {value!r} is not a name (letters, digits and -)")
     return lowered

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, NamedTuple
 
 SEPARATOR = " · "  # how the bot's cards and posts separate the parts of a line
@@ -27,10 +29,35 @@ _BOLD = re.compile(r"(?<![\w*])\*([^*\n]+)\*(?![\w*])")
 _STRIKE = re.compile(r"(?<![\w~])~([^~\n]+)~(?![\w~])")
 _HEADING = re.compile(r"^\*([^*\n]+)\*\s+(\S.*)$")
 _SPACES = re.compile(r"\s+")
+_USER_MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^<>]*)?>")
+_GROUP_MENTION = re.compile(r"<!subteam\^([A-Z0-9]+)(?:\|([^<>]*))?>")
+_SPECIAL_MENTION = re.compile(r"<!(here|channel|everyone)(?:\|[^<>]*)?>")
+# Slack's wording where the local session makes it wrong: said as it is here.
+LOCAL_WORDING = {
+    "this bot now talks to another Slack workspace": (
+        "`finetune-bot local` started a fresh Slack stand-in, which keeps no messages between sessions"
+    ),
+}
 
 
-def message_text(message: dict[str, Any]) -> str:
-    """What a person would read: the blocks' texts (buttons as `[Label]`), else the fallback text; files last."""
+def decode_entities(text: str) -> str:
+    """Slack's three escapes as the reader sees them (`&amp;` last, so `&amp;lt;` reads `&lt;`)."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def as_shown(text: str, *, user: Callable[[str], str], group: Callable[[str], str]) -> str:
+    """Mrkdwn as Slack shows it: mentions by name (`@bob`), entities decoded, local wording where Slack's is wrong."""
+    text = _USER_MENTION.sub(lambda m: "@" + user(m.group(1)), text)
+    text = _GROUP_MENTION.sub(lambda m: m.group(2) or "@" + group(m.group(1)), text)
+    text = _SPECIAL_MENTION.sub(lambda m: "@" + m.group(1), text)
+    for slack, local in LOCAL_WORDING.items():
+        text = text.replace(slack, local)
+    return decode_entities(text)
+
+
+def message_text(message: dict[str, Any], saved: Mapping[str, Path] | None = None) -> str:
+    """What a person would read: the blocks' texts (buttons as `[Label]`), else the fallback text; files last
+    (with where each was saved, when `saved` says)."""
     parts: list[str] = []
     for block in message.get("blocks") or []:
         text = block.get("text")
@@ -47,7 +74,9 @@ def message_text(message: dict[str, Any]) -> str:
     if not parts and message.get("text"):
         parts.append(str(message["text"]))
     for item in message.get("files") or []:
-        parts.append(f"[file {item.get('title') or item.get('name')}, {item.get('size', 0)} bytes]")
+        where = (saved or {}).get(str(item.get("id")))
+        kept = f", saved as {where}" if where is not None else ""
+        parts.append(f"[file {item.get('title') or item.get('name')}, {item.get('size', 0)} bytes{kept}]")
     return "\n".join(parts)
 
 
@@ -59,7 +88,7 @@ def plain(text: str) -> str:
     text = _BAR.sub(" ", text)
     text = _BOLD.sub(r"\1", text)
     text = _STRIKE.sub(r"\1", text)
-    text = text.replace("`", "").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    text = decode_entities(text.replace("`", ""))
     return _SPACES.sub(" ", text).strip()
 
 

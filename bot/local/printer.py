@@ -1,20 +1,25 @@
 """Prints what a person in the local channel would see: messages, thread replies, edits, reactions, replies to them.
 
-A new message is printed whole; an edit of one already printed is one line of what changed (a status card
-is edited many times per run); a reaction is one line.
+A new message is printed whole, as Slack shows it (mentions by name, `&lt;` as `<`); an edit of one already
+printed is one line of what changed (a status card is edited many times per run); a reaction is one line. A
+file the bot uploads (a compare or sweep plot) is saved under the store, and its line says where.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
-from bot.local.messages import describe_edit, message_text, title
+from bot.local.messages import as_shown, describe_edit, message_text, title
 from bot.local.slack import SlackStandIn
 from bot.local.slack.server import DEFAULT_CHANNEL
 
 THREAD_INDENT = "    │ "
+FILES_FOLDER = "files"  # under the store: what the bot uploaded, one file per upload
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 @dataclass
@@ -25,6 +30,8 @@ class Printer:
     out: TextIO
     channel: str = DEFAULT_CHANNEL
     viewer: str = ""  # the member the shell acts as: their private replies read "(only you)"
+    files_dir: Path | None = None  # where uploaded files are saved (None: they are only named)
+    _saved: dict[str, Path] = field(default_factory=dict)
     _seen: dict[str, dict[str, Any]] = field(default_factory=dict)
     _reactions: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     _replies_seen: int = 0
@@ -43,24 +50,50 @@ class Printer:
                 payload = post["payload"]
                 # An in-channel reply is also a channel message, printed as such.
                 if payload.get("response_type") != "in_channel" and message_text(payload):
-                    self._write(f"{self._only(post.get('user'))} {message_text(payload)}", indent="")
+                    self._write(f"{self._only(post.get('user'))} {self._shown(payload)}", indent="")
             self._replies_seen = len(posts)
             ephemerals = self.standin.ephemerals(self.channel)
             for ephemeral in ephemerals[self._ephemerals_seen :]:
-                self._write(f"{self._only(ephemeral.get('user'))} {message_text(ephemeral)}", indent="")
+                self._write(f"{self._only(ephemeral.get('user'))} {self._shown(ephemeral)}", indent="")
             self._ephemerals_seen = len(ephemerals)
 
     def _show(self, message: dict[str, Any], *, indent: str) -> None:
         ts = str(message["ts"])
         before = self._seen.get(ts)
         if before is None:
-            self._write(f"[{ts}] (new) {message_text(message)}", indent=indent)
+            self._write(f"[{ts}] (new) {self._shown(message)}", indent=indent)
         elif message_text(before) != message_text(message):
             change = describe_edit(before, message)
             line = f"(edited) {change}" if change else f"(edited, no visible change) {title(message)}"
             self._write(f"[{ts}] {line}", indent=indent)
         self._seen[ts] = {k: message.get(k) for k in ("text", "blocks", "files")}
         self._show_reactions(ts, message, indent=indent)
+
+    def _shown(self, message: dict[str, Any]) -> str:
+        """The message as Slack shows it, its files saved first so that their lines say where."""
+        for item in message.get("files") or []:
+            self._save(str(item.get("id")))
+        return as_shown(message_text(message, self._saved), user=self._name, group=self._group)
+
+    def _save(self, file_id: str) -> None:
+        """Write an uploaded file's bytes under `files_dir`, once per file."""
+        if self.files_dir is None or file_id in self._saved:
+            return
+        with self.standin.state.lock:
+            entry = self.standin.state.files.get(file_id)
+            if entry is None:
+                return
+            content, name = bytes(entry["content"]), str(entry["name"])
+        # The upload's own name, made safe for a path; the file id keeps two uploads of `compare.png` apart.
+        path = self.files_dir / f"{file_id}-{_UNSAFE.sub('_', Path(name).name) or 'file'}"
+        self.files_dir.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        self._saved[file_id] = path
+
+    def _group(self, group_id: str) -> str:
+        with self.standin.state.lock:
+            group = self.standin.state.usergroups.get(group_id)
+        return str(group.get("handle") or group_id) if group else group_id
 
     def _show_reactions(self, ts: str, message: dict[str, Any], *, indent: str) -> None:
         now = {(str(r["name"]), str(user)) for r in message.get("reactions") or [] for user in r.get("users") or []}

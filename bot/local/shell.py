@@ -1,20 +1,8 @@
 """`finetune-bot local`: the embedded default in one process, with a terminal standing in for Slack.
 
 It starts the local Polyaxon stack, the Slack stand-in and the bot (the same `build_runtime` as `serve`,
-over real signed HTTP), then reads lines from the terminal or a script, like Hubot's shell adapter:
-
-    /finetune run recipe=sft-tiny        a slash command, sent as Slack sends it (signed form post);
-                                         $RUN in it stands for the newest run's name (for scripts)
-    +white_check_mark [TS|last]          a reaction_added on a message (default: the newest one)
-    -white_check_mark [TS|last]          a reaction_removed
-    form run                             the run form (the modal `/finetune run` opens), filled in here:
-                                         KEY=VALUE lines, then `preview`, `submit` or `cancel`
-    home                                 your App Home tab, as the bot publishes it when you open it
-    as bob                               act as another member of the workspace (alice, bob, carol;
-                                         bob and carol approve unless FINETUNE_APPROVERS says otherwise)
-    wait [SECONDS]                       wait until no run is active and every preflight reported (default 600 s)
-    sleep SECONDS                        pause
-    help, quit
+over real signed HTTP), then reads lines from the terminal or a script, like Hubot's shell adapter: the
+lines it understands are `SHELL_LINES` below, which `help` prints.
 
 What a person in the channel would see is printed as it arrives: messages and thread posts in full, an
 edit of one as a line of what changed, reactions, and replies only you see. The bot's logs go to a file.
@@ -27,6 +15,7 @@ from __future__ import annotations
 import http.client
 import secrets
 import shlex
+import signal
 import sys
 import threading
 import time
@@ -42,7 +31,7 @@ from bot.local.form import FormDriver
 from bot.local.messages import message_text, plain
 from bot.local.pending import DRAIN_TIMEOUT_S, drain
 from bot.local.polyaxon import LocalPolyaxonStack
-from bot.local.printer import Printer
+from bot.local.printer import FILES_FOLDER, Printer
 from bot.local.slack import SlackSender, SlackStandIn
 from bot.local.slack.server import DEFAULT_CHANNEL, ApiError
 from bot.services import DeferredWork
@@ -53,7 +42,24 @@ POLL_S = 0.3
 DEFAULT_WAIT_S = 600.0
 PEOPLE = {"alice": "U0ALICE01", "bob": "U0BOB0001", "carol": "U0CAROL01"}
 LOCAL_APPROVER_GROUP = "S0APPROVE"  # the stand-in's ml-approvers group: bob and carol
-HELP = (__doc__ or "").split("\n\n")[1]
+SHELL_LINES = """\
+Lines this shell understands (you are in #ml-training; Slack's answers are printed as they arrive):
+    /finetune run recipe=sft-tiny        a slash command, sent as Slack sends it (signed form post);
+                                         $RUN in it stands for the newest run's name (for scripts);
+                                         `/finetune help` is the bot's own help
+    +white_check_mark [TS|last]          a reaction_added (+emoji) on a message (default: the newest one)
+    -white_check_mark [TS|last]          a reaction_removed (-emoji)
+    form run                             the run form (the modal `/finetune run` opens), filled in here:
+                                         KEY=VALUE lines, then `preview`, `submit` or `cancel`
+    home                                 your App Home tab, as the bot publishes it when you open it
+    as bob                               act as another member of the workspace (alice, bob, carol;
+                                         bob and carol approve unless FINETUNE_APPROVERS says otherwise)
+    wait [SECONDS]                       wait until no run is active and every preflight reported (default 600 s)
+    sleep SECONDS                        pause
+    # a comment                          ignored (for scripts)
+    help                                 this list
+    quit, exit, Ctrl-D or Ctrl-C         stop the bot and the local Polyaxon stack, and leave"""
+INTERRUPTED_EXIT = 130  # what a shell reports for a program ended by SIGINT (128 + 2)
 
 
 class Shell:
@@ -101,7 +107,7 @@ class Shell:
         if self.form is not None and self.form.is_open and line not in ("help", "quit", "exit"):
             self.form.handle(line)
         elif line == "help":
-            self.say(HELP)
+            self.say(SHELL_LINES)
         elif line == "form run":
             self.form = FormDriver(sender=self.sender, standin=self.standin, user=self.user, say=self.say)
             self.form.open(self.command)
@@ -242,6 +248,10 @@ def local_settings(settings: Settings, standin: SlackStandIn, polyaxon_host: str
         # Without FINETUNE_APPROVERS nobody could approve a registration here: the stand-in's approver group
         # (bob and carol) approves, so `as bob` then `+white_check_mark` shows the whole flow.
         finetune = finetune.model_copy(update={"approvers": [LOCAL_APPROVER_GROUP]})
+    if not finetune.unsupported_run_kinds:
+        # The local stack has no training operator: a distributed run is refused up front with the way forward
+        # (its preflight runs here), instead of failing in Polyaxon's converter.
+        finetune = finetune.model_copy(update={"unsupported_run_kinds": ["pytorchjob"]})
     return settings.model_copy(update={"slack": slack, "polyaxon": polyaxon, "finetune": finetune})
 
 
@@ -260,6 +270,7 @@ def run_local(
 
     workdir = Path.cwd()
     stack = LocalPolyaxonStack(store / "polyaxon", workdir=workdir)
+    files = store.resolve() / FILES_FOLDER
     standin = SlackStandIn().start()
     signing_secret = secrets.token_hex(16)
     runtime = None
@@ -269,14 +280,17 @@ def run_local(
         if log_path is not None:
             shown = "shown here too" if verbose else "`--verbose` shows them here too"
             note(out, f"the bot's logs go to {log_path} ({shown})")
+        note(out, f"this session keeps everything under {store.resolve()}; the bot's database is {_where(settings)}")
         note(out, "starting the local Polyaxon server and agent…")
         stack.start()
+        for line in stack.leftovers_stopped:
+            note(out, line)
         bot_settings = local_settings(settings, standin, stack.host, signing_secret)
         runtime = build_runtime(bot_settings)
         work = runtime.services.work
         runtime.start()
         http = build_http_server(bot_settings, runtime.services, "127.0.0.1", 0, app=runtime.app).start()
-        printer = Printer(standin, out)
+        printer = Printer(standin, out, files_dir=files)
         shell = Shell(
             sender=SlackSender(http.url, signing_secret, standin=standin),
             standin=standin,
@@ -307,6 +321,8 @@ def run_local(
         # The end of a script is not the end of what it asked: print every answer before stopping the bot.
         shell.drain()
         return 0
+    except KeyboardInterrupt:
+        return interrupted(out)
     finally:
         stop.set()
         if http is not None:
@@ -315,6 +331,24 @@ def run_local(
             runtime.stop()
         standin.stop()
         stack.stop()
+
+
+def _where(settings: Settings) -> str:
+    """The bot's database as a person reads it: a file's path, else the URL without its password."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(settings.finetune.database_url)
+    return str(url.database) if url.drivername.startswith("sqlite") and url.database else url.render_as_string()
+
+
+def interrupted(out: TextIO) -> int:
+    """Ctrl-C: one line saying what happens now, further Ctrl-Cs ignored while everything stops; the exit status."""
+    if threading.current_thread() is threading.main_thread():
+        # A second Ctrl-C during the stop would leave a traceback and the stack half stopped.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    out.write("\n")
+    note(out, "interrupted (Ctrl-C): stopping the bot and the local Polyaxon stack (runs still going stop with it)")
+    return INTERRUPTED_EXIT
 
 
 def note(out: TextIO, text: str) -> None:

@@ -28,9 +28,10 @@ from bot.outputs.inventory import (
     metadata_missing,
 )
 from bot.outputs.render import render_outputs
+from bot.runs.admit import find_run_for
 from bot.runs.deps import RunDeps
 from bot.runs.errors import Reply, RunError
-from bot.runs.lookup import find_run
+from bot.runs.kinds import Verb
 from bot.runs.thread import RunThread
 from storage import repos
 from storage.models import Run
@@ -55,7 +56,7 @@ class OutputsService:
         """Check the run's outputs, post the report (and the eval results file) in its thread, update its card."""
         from bot.polyaxon import GatewayError
 
-        run = find_run(self.deps.sessions, ref)
+        run = find_run_for(self.deps.sessions, ref, Verb.OUTPUTS)
         if not run.polyaxon_uuid:
             raise RunError(f"`{run.name}` has not reached Polyaxon yet ({run.status}): nothing to read back")
         try:

@@ -36,12 +36,14 @@ class ArtifactsApi(GatewayBase):
     def artifact_tree(self, run_uuid: str, path: str = "", *, max_entries: int = 10_000) -> list[ArtifactFile]:
         """Every file under `path` (a folder, or one file), sorted by path; [] when `path` does not exist.
 
-        One request per folder, as the API lists one level at a time. The walk stops with a
+        One request for the run, then one per folder, as the API lists one level at a time. The walk stops with a
         GatewayError once it has seen more than `max_entries` files and folders, so a runaway tree
         (or a symlink loop in the store) cannot keep the bot listing.
         """
         root = _clean(path)
-        namespace = self._namespace(run_uuid)
+        # The run is read first (RunGoneError when Polyaxon no longer has it): the store still serves the files of a
+        # run being deleted, as if nothing happened.
+        namespace = self._namespace(run_uuid, fresh=True)
         listing = self._listing(namespace, run_uuid, root)
         if listing is None:
             return []
@@ -121,6 +123,7 @@ class ArtifactsApi(GatewayBase):
             lambda: self._client.runs_v1.get_run_artifacts_tree(
                 namespace, self.owner, self.project, run_uuid, path=path
             ),
+            run=run_uuid,
         )
         error = (tree.model_extra or {}).get("error")
         if error:

@@ -13,13 +13,19 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from bot.polyaxon.types import GatewayError, RunInfo, RunNotFoundError
+from bot.polyaxon.types import GatewayError, ProjectMissingError, RunGoneError, RunInfo, RunNotFoundError
 
 T = TypeVar("T")
 
 # Statuses on which a spurious sandbox failure is retried (405 on overlapping writes, 5xx while
 # SQLite is locked, 409 on an overlapping status transition).
 _RETRY_STATUSES = frozenset({405, 409, 429, 500, 502, 503, 504})
+# Polyaxon's 404 bodies name what is missing (Django's "No <Model> matches the given query."): a run's
+# endpoints answer with the run's, or the project's when the whole project is gone (a replaced server).
+_NO_RUN = "No Run matches"
+_NO_PROJECT = "No Project matches"
+# A run whose deletion Polyaxon has begun: still readable by uuid, gone from every list (`live_state`).
+_DELETION_IN_PROGRESS = -1
 
 
 def _utc(value: Any) -> datetime | None:
@@ -93,9 +99,17 @@ class GatewayBase:
 
     # Plumbing -------------------------------------------------------------------------------
 
-    def _fail(self, what: str, exc: BaseException) -> GatewayError:
+    def _fail(self, what: str, exc: BaseException, *, run: str | None = None) -> GatewayError:
+        """The bot's error for a failed call; `run`: the uuid the call was about, so a 404 says the run is gone."""
         if isinstance(exc, self._api_errors) and getattr(exc, "status", None) == 404:
-            return RunNotFoundError(f"Polyaxon at {self.host}: {what}: not found ({_describe(exc)})")
+            detail = _describe(exc)
+            if run is not None and (_NO_RUN in detail or _NO_PROJECT in detail):
+                return RunGoneError(run, self.host, detail)
+            if _NO_PROJECT in detail:
+                return ProjectMissingError(
+                    f"Polyaxon at {self.host} has no project {self.owner}/{self.project} (while trying to {what})"
+                )
+            return RunNotFoundError(f"Polyaxon at {self.host}: {what}: not found ({detail})")
         if isinstance(exc, self._transport_errors):
             return GatewayError(
                 f"Polyaxon at {self.host} is unreachable or did not answer within {self.timeout_s:.0f} s "
@@ -103,18 +117,25 @@ class GatewayBase:
             )
         return GatewayError(f"Polyaxon at {self.host} refused to {what}: {_describe(exc)}")
 
-    def _read(self, what: str, call: Callable[[], T | None]) -> T:
+    def _read(self, what: str, call: Callable[[], T | None], *, run: str | None = None) -> T:
         try:
             result = call()
         except GatewayError:
             raise
         except Exception as exc:
-            raise self._fail(what, exc) from exc
+            raise self._fail(what, exc, run=run) from exc
         if result is None:
             raise GatewayError(f"Polyaxon at {self.host} returned nothing while trying to {what}")
         return result
 
-    def _write(self, what: str, call: Callable[[], T | None], *, landed: Callable[[], T | None] | None = None) -> T:
+    def _write(
+        self,
+        what: str,
+        call: Callable[[], T | None],
+        *,
+        landed: Callable[[], T | None] | None = None,
+        run: str | None = None,
+    ) -> T:
         """Run a write with retries on the sandbox's spurious failures.
 
         `landed` checks whether an earlier attempt took effect after all, so a retried create
@@ -123,7 +144,7 @@ class GatewayBase:
         last: BaseException | None = None
         for attempt in range(1, self.write_attempts + 1):
             if attempt > 1 and landed is not None:
-                existing = self._read(f"check whether {what} landed", lambda: [landed()])[0]
+                existing = self._read(f"check whether {what} landed", lambda: [landed()], run=run)[0]
                 if existing is not None:
                     return existing
             try:
@@ -134,14 +155,14 @@ class GatewayBase:
                     isinstance(exc, self._transport_errors) and not isinstance(exc, self._api_errors)
                 )
                 if not retryable or attempt == self.write_attempts:
-                    raise self._fail(what, exc) from exc
+                    raise self._fail(what, exc, run=run) from exc
                 last = exc
                 time.sleep(0.15 * 2**attempt)
                 continue
             if result is None:
                 raise GatewayError(f"Polyaxon at {self.host} returned nothing while trying to {what}")
             return result
-        raise self._fail(what, last or RuntimeError("no attempt made"))
+        raise self._fail(what, last or RuntimeError("no attempt made"), run=run)
 
     def _run_from_api(self, run: Any) -> RunInfo:
         if run is None or not getattr(run, "uuid", None):
@@ -166,12 +187,20 @@ class GatewayBase:
             pending=str(run.pending) if getattr(run, "pending", None) else None,
         )
 
-    def _namespace(self, uuid: str) -> str:
-        if uuid not in self._namespaces:
-            # Decoding the run records its namespace (what the logs and events endpoints are keyed by).
-            self._run_from_api(
-                self._read(f"get run {uuid}", lambda: self._client.runs_v1.get_run(self.owner, self.project, uuid))
-            )
+    def _get_live_run(self, uuid: str) -> Any:
+        """The run as Polyaxon has it (one request); RunGoneError when Polyaxon no longer has it."""
+        raw = self._read(
+            f"get run {uuid}", lambda: self._client.runs_v1.get_run(self.owner, self.project, uuid), run=uuid
+        )
+        if getattr(raw, "live_state", None) == _DELETION_IN_PROGRESS:
+            raise RunGoneError(uuid, self.host, "its deletion is in progress there")
+        return raw
+
+    def _namespace(self, uuid: str, *, fresh: bool = False) -> str:
+        """The namespace a run's logs and events are keyed by; `fresh`: read the run again (is it still there?)."""
+        if fresh or uuid not in self._namespaces:
+            # Decoding the run records its namespace.
+            self._run_from_api(self._get_live_run(uuid))
         return self._namespaces.get(uuid, "polyaxon")
 
     def close(self) -> None:

@@ -1,19 +1,17 @@
-"""Projects and runs: create the project, submit, find, list, stop and copy runs."""
+"""Projects and runs: create the project (again, when Polyaxon lost it), submit, find, read, stop and copy runs."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from datetime import UTC, datetime
-from functools import partial
-from typing import Any
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from bot.polyaxon.base import GatewayBase, _utc
-from bot.polyaxon.types import DONE_STATUSES, GatewayError, RunInfo, StatusCondition
+from bot.polyaxon.types import DONE_STATUSES, GatewayError, ProjectMissingError, RunInfo, StatusCondition
 
-_ACTIVE_LIMIT = 1000
-# 100,000 runs at most are listed in one call (beyond, active runs look ended and are read one by one).
-_MAX_PAGES = 100
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class RunsApi(GatewayBase):
@@ -39,6 +37,16 @@ class RunsApi(GatewayBase):
             landed=existing,
         )
 
+    def _in_project(self, create: Callable[[], T]) -> T:
+        """A create in the project; when Polyaxon says the project is missing (a replaced server's empty store, or
+        deleted in its UI), the project is created again and the create retried once (idempotent on the name)."""
+        try:
+            return create()
+        except ProjectMissingError as exc:
+            log.warning("%s; creating it again", exc)
+            self.ensure_project()
+            return create()
+
     def submit(
         self,
         operation: dict[str, Any],
@@ -48,6 +56,9 @@ class RunsApi(GatewayBase):
         description: str | None = None,
     ) -> RunInfo:
         """Submit a compiled operation (a `V1Operation` dict) as run `name`; returns an existing run of that name."""
+        return self._in_project(lambda: self._submit(operation, name=name, tags=tags, description=description))
+
+    def _submit(self, operation: dict[str, Any], *, name: str, tags: Sequence[str], description: str | None) -> RunInfo:
         existing = self.find_run(name)
         if existing is not None:
             return existing
@@ -81,9 +92,11 @@ class RunsApi(GatewayBase):
         return self._run_from_api(raw) if raw is not None else None
 
     def get_run(self, uuid: str, *, with_conditions: bool = True) -> RunInfo:
-        """One run, with its status conditions (two requests) unless `with_conditions=False`."""
-        raw = self._read(f"get run {uuid}", lambda: self._client.runs_v1.get_run(self.owner, self.project, uuid))
-        info = self._run_from_api(raw)
+        """One run, with its status conditions (two requests) unless `with_conditions=False`.
+
+        RunGoneError when Polyaxon no longer has it (deleted there, or the server was replaced).
+        """
+        info = self._run_from_api(self._get_live_run(uuid))
         if with_conditions:
             info.conditions = self.run_conditions(uuid)
         return info
@@ -93,6 +106,7 @@ class RunsApi(GatewayBase):
         statuses = self._read(
             f"get the statuses of run {uuid}",
             lambda: self._client.runs_v1.get_run_statuses(self.owner, self.project, uuid),
+            run=uuid,
         )
         return [
             StatusCondition(
@@ -104,77 +118,13 @@ class RunsApi(GatewayBase):
             for c in (statuses.status_conditions or [])
         ]
 
-    def list_active_runs(self, *, page_size: int = _ACTIVE_LIMIT) -> list[RunInfo]:
-        """All runs of the project that are not done: one request per `page_size` runs, oldest first.
-
-        Pages go oldest first, so a run submitted meanwhile lands on a later page instead of shifting the rest; a
-        run that ends between two pages may shift one run past a page boundary, which then looks as if it left
-        the list and is read on its own (its state is right either way).
-        """
-        query = "status:~" + "|".join(sorted(DONE_STATUSES))
-        return self._paged(f"list the active runs of {self.owner}/{self.project}", query, "created_at", page_size)
-
-    def list_changed_runs(self, since: datetime, *, page_size: int = _ACTIVE_LIMIT) -> list[RunInfo]:
-        """The project's top-level runs Polyaxon changed at or after `since`, done ones included, least recent first.
-
-        One request per `page_size` changed runs (Polyaxon compares `updated_at` to the microsecond). A run
-        changed while the pages are read moves to the end and may shift another past a page boundary, which is
-        why the caller's cursor does not pass the first page's end when there was more than one
-        (bot.watch.changes).
-        """
-        query = f"pipeline.uuid:nil, updated_at:>={since.astimezone(UTC).isoformat()}"
-        return self._paged(f"list the changed runs of {self.owner}/{self.project}", query, "updated_at", page_size)
-
-    def last_change(self) -> datetime | None:
-        """When Polyaxon last changed any top-level run of the project (one request); None for an empty project."""
-        response = self._read(
-            f"read the last change in {self.owner}/{self.project}",
-            lambda: self._client.runs_v1.list_runs(
-                self.owner, self.project, query="pipeline.uuid:nil", sort="-updated_at", limit=1
-            ),
-        )
-        newest = list(response.results or [])
-        return _utc(newest[0].updated_at) if newest else None
-
-    def _paged(self, what: str, query: str, sort: str, page_size: int) -> list[RunInfo]:
-        runs: dict[str, RunInfo] = {}
-
-        def page_at(offset: int) -> Any:
-            return self._client.runs_v1.list_runs(
-                self.owner, self.project, query=query, sort=sort, limit=page_size, offset=offset
-            )
-
-        for page in range(_MAX_PAGES):
-            results = list(self._read(what, partial(page_at, page * page_size)).results or [])
-            for raw in results:
-                info = self._run_from_api(raw)
-                runs[info.uuid] = info  # a run listed twice (it moved between pages): its later state wins
-            if len(results) < page_size:
-                break
-        return list(runs.values())
-
-    def list_runs(self, *, limit: int = 50, query: str | None = None) -> list[RunInfo]:
-        """The newest runs of the project (optionally filtered by a Polyaxon query), one request."""
-        response = self._read(
-            f"list the runs of {self.owner}/{self.project}",
-            lambda: self._client.runs_v1.list_runs(
-                self.owner, self.project, query=query, sort="-created_at", limit=limit
-            ),
-        )
-        return [self._run_from_api(r) for r in (response.results or [])]
-
-    def list_children(self, uuid: str, *, limit: int = _ACTIVE_LIMIT) -> list[RunInfo]:
-        """The runs a pipeline run (a sweep's matrix) created, oldest first, with inputs and outputs: ONE request."""
-        response = self._read(
-            f"list the trials of run {uuid}",
-            lambda: self._client.runs_v1.list_runs(
-                self.owner, self.project, query=f"pipeline.uuid:{uuid}", sort="created_at", limit=limit
-            ),
-        )
-        return [self._run_from_api(r) for r in (response.results or [])]
-
     def stop(self, uuid: str) -> None:
-        """Ask Polyaxon to stop a run (the agent SIGTERMs it, SIGKILLs after its grace period)."""
+        """Ask Polyaxon to stop a run (the agent SIGTERMs it, SIGKILLs after its grace period).
+
+        Read first: Polyaxon accepts a stop of a run it is deleting, which would only look as if it stopped.
+        """
+        if self._get_live_run(uuid).status in DONE_STATUSES | {"stopping"}:
+            return
 
         def already_stopping() -> bool | None:
             run = self._client.runs_v1.get_run(self.owner, self.project, uuid)
@@ -184,6 +134,7 @@ class RunsApi(GatewayBase):
             f"stop run {uuid}",
             lambda: self._client.runs_v1.stop_run(self.owner, self.project, uuid) or True,
             landed=already_stopping,
+            run=uuid,
         )
 
     def copy_run(
@@ -204,8 +155,32 @@ class RunsApi(GatewayBase):
         (Polyaxon's `recompile`). The copied files land in the new run's artifacts folder, so the
         new op finds the parent's checkpoints under its own outputs path: all of them, or only
         `copy_dirs` (folders relative to the parent's artifacts, e.g. `outputs/checkpoint-72`).
-        Idempotent on `name`.
+        Idempotent on `name`. RunGoneError when Polyaxon no longer has run `uuid` (Polyaxon would copy a run it is
+        deleting).
         """
+        return self._in_project(
+            lambda: self._copy_run(
+                uuid,
+                name=name,
+                operation=operation,
+                params=params,
+                tags=tags,
+                description=description,
+                copy_dirs=copy_dirs,
+            )
+        )
+
+    def _copy_run(
+        self,
+        uuid: str,
+        *,
+        name: str,
+        operation: dict[str, Any] | None,
+        params: dict[str, Any] | None,
+        tags: Sequence[str],
+        description: str | None,
+        copy_dirs: Sequence[str],
+    ) -> RunInfo:
         existing = self.find_run(name)
         if existing is not None:
             return existing
@@ -224,10 +199,12 @@ class RunsApi(GatewayBase):
             }
         if description:
             body["description"] = description
+        self._get_live_run(uuid)
         run = self._write(
             f"copy run {uuid} as {name}",
             lambda: self._client.runs_v1.copy_run(self.owner, self.project, uuid, body),
             landed=lambda: self._find_raw(name),
+            run=uuid,
         )
         return self._run_from_api(run)
 

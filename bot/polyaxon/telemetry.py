@@ -14,13 +14,18 @@ class TelemetryApi(GatewayBase):
     """What a run reports while and after it trains."""
 
     def tail_logs(self, uuid: str, *, lines: int = 50, since: datetime | None = None) -> LogTail:
-        """The last `lines` log lines (only those after `since` when given) and a cursor for the next call."""
-        namespace = self._namespace(uuid)
+        """The last `lines` log lines (only those after `since` when given) and a cursor for the next call.
+
+        The run is read first (RunGoneError when Polyaxon no longer has it): the logs endpoint serves the files a
+        deleted run left behind as if nothing happened.
+        """
+        namespace = self._namespace(uuid, fresh=True)
         # force=True: without it the API serves a cached copy that goes stale while a run is live.
         # `since` is applied here: the sandbox answers 500 to the API's own `last_time` filter.
         response = self._read(
             f"read the logs of run {uuid}",
             lambda: self._client.runs_v1.get_run_logs(namespace, self.owner, self.project, uuid, force=True),
+            run=uuid,
         )
         parsed = [
             LogLine(timestamp=_utc(log.timestamp) or datetime.now(UTC), container=log.container, value=log.value)
@@ -31,7 +36,7 @@ class TelemetryApi(GatewayBase):
             parsed = [line for line in parsed if line.timestamp > since]
         parsed.sort(key=lambda line: line.timestamp)
         cursor = parsed[-1].timestamp if parsed else since
-        return LogTail(lines=parsed[-lines:] if lines > 0 else [], cursor=cursor)
+        return LogTail(lines=parsed[-lines:] if lines > 0 else [], cursor=cursor, total=len(parsed))
 
     def lineage(self, uuid: str, *, kind: str | None = None) -> list[Artifact]:
         """The run's artifacts lineage (metrics, outputs, models, ...), optionally of one kind."""
@@ -40,6 +45,7 @@ class TelemetryApi(GatewayBase):
             lambda: self._client.runs_v1.get_run_artifacts_lineage(
                 self.owner, self.project, uuid, limit=1000, query=f"kind:{kind}" if kind else None
             ),
+            run=uuid,
         )
         return [
             Artifact(
@@ -93,7 +99,7 @@ class TelemetryApi(GatewayBase):
                     return _NoEvents()
                 raise
 
-        response = self._read(f"read the metrics of run {uuid}", fetch)
+        response = self._read(f"read the metrics of run {uuid}", fetch, run=uuid)
         history: dict[str, list[MetricPoint]] = {name: [] for name in names}
         for event in response.data or []:
             data = event.get("data", {}) if isinstance(event, dict) else {}

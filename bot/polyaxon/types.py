@@ -22,6 +22,25 @@ class RunNotFoundError(GatewayError):
     """No run with that uuid or name in the project."""
 
 
+class RunGoneError(RunNotFoundError):
+    """Polyaxon no longer has a run the bot knows by its uuid: deleted there, or the server was replaced.
+
+    Polyaxon answers 404 for it (or, while a deletion is in progress, still shows it marked as being deleted).
+    """
+
+    def __init__(self, uuid: str, host: str, detail: str = "") -> None:
+        self.uuid = uuid
+        self.host = host
+        super().__init__(
+            f"run {uuid} is no longer in Polyaxon at {host}: deleted there, or the server was replaced"
+            + (f" ({detail})" if detail else "")
+        )
+
+
+class ProjectMissingError(GatewayError):
+    """The bot's project does not exist in Polyaxon (a replaced server's empty store, or deleted there)."""
+
+
 class ArtifactNotFoundError(GatewayError):
     """No file at that path in the run's artifacts (the run itself exists)."""
 
@@ -91,6 +110,8 @@ class LogTail(BaseModel):
 
     lines: list[LogLine]
     cursor: datetime | None = None
+    # How many lines the log holds (after `since`), of which `lines` are the last: "15 of 41".
+    total: int | None = None
 
 
 class MetricPoint(BaseModel):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from bot.catalog.cost import cost_profile
 from bot.grammar import PreflightCommand, RunCommand
 from bot.preflight.report import memory_refused_report, missing_report, render_report
 from bot.runs.deps import RunDeps
@@ -25,12 +26,21 @@ from storage.models import Preflight, Run
 from storage.repos.runs import TERMINAL_STATUSES
 
 if TYPE_CHECKING:
-    from bot.catalog import Plan
+    from bot.catalog import Catalog, Plan
 
 log = logging.getLogger(__name__)
 
 REPORT_PATH = "outputs/preflight_report.json"
 REPORT_MAX_BYTES = 1024 * 1024
+
+
+def with_cost(catalog: Catalog, plan: Plan) -> Plan:
+    """The preflight's plan with its cost profile: a preflight holds what its presets give while it runs, so its
+    card says what it used and `/finetune usage` counts it like every run."""
+    if plan.cost is None:
+        presets = [catalog.presets[name] for name in plan.presets if name in catalog.presets]
+        plan.cost = cost_profile(plan.resources, presets, catalog.pricing, plan.operation)
+    return plan
 
 
 class PreflightService:
@@ -46,7 +56,7 @@ class PreflightService:
         if not self.deps.people.may_run(user):
             raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
         run_cmd = RunCommand(**cmd.model_dump(exclude={"name"}))
-        plan = self.deps.catalog.plan_preflight(run_cmd)
+        plan = with_cost(self.deps.catalog, self.deps.catalog.plan_preflight(run_cmd))
         if plan.over_memory_budget and plan.memory is not None:
             report = memory_refused_report(plan.memory.summary(), plan.fitting_presets)
             self._record(plan, user=user, channel=channel, run=None, report=report)

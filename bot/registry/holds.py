@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from bot.grammar import RunCommand
@@ -183,7 +184,9 @@ class HeldRuns:
         with self.deps.runs.sessions() as s:
             granted = repos.list_approval_requests(s, statuses=["granted"], action=self.action)
             ids = [r.id or 0 for r in granted if (run := repos.get_run(s, run_id=r.run_id)) and run.status == HELD]
-        return sum(self.submit_held(request_id) for request_id in ids)
+        # Each request on its own (bot.background): a held run whose thread cannot be posted to is parked.
+        batch = self.deps.runs.deps.items.batch(f"held_{self.action}"[:32], [str(i) for i in ids])
+        return sum(bool(batch.attempt(str(i), partial(self.submit_held, i)).value) for i in ids)
 
     def expired(self, request: ApprovalRequest, run: Run) -> None:
         """An expired request cancels its held run (once: only a held run moves)."""

@@ -202,6 +202,8 @@ class RequestView(BaseModel):
     current_digest: str | None = None  # the candidate's digest now, when known
     reissue: str = "`/finetune register`"  # the command that asks again (a preflight skip: its `run`)
     subject: str = "the candidate"  # what a change of voids the request (a preflight skip: the held run)
+    # Why a voided request was voided when it was not its subject changing (its held run was cancelled).
+    voided_because: str | None = None
 
 
 class Verdict(BaseModel):
@@ -248,7 +250,8 @@ def judge_reaction(
     if request.status == "voided" or (request.current_digest and request.current_digest != request.candidate_digest):
         return Verdict(
             code="voided",
-            reason=f"this request was voided: {request.subject} changed after it was made; re-issue {request.reissue}",
+            reason=f"this request was voided: "
+            f"{request.voided_because or f'{request.subject} changed after it was made'}; re-issue {request.reissue}",
         )
     if request.status == "expired" or (request.expires_at is not None and request.expires_at <= now):
         return Verdict(code="expired", reason=f"this request has expired; re-issue {request.reissue}")

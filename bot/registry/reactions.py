@@ -16,6 +16,8 @@ from bot.registry.actions import ApprovalAction
 from bot.registry.deps import RegistryDeps
 from bot.registry.policy import RequestView, Verdict, judge_reaction
 from bot.registry.states import RequestStates
+from bot.runs.admit import kind_answer
+from bot.runs.kinds import Verb
 from storage import repos
 from storage.models import ApprovalRequest, Run
 
@@ -29,6 +31,13 @@ DONE = {"registered": "registered", "promoted": "registered", "granted": "grante
 
 def _view_status(status: str) -> Any:
     return "registering" if status in IN_FLIGHT else DONE.get(status, status)
+
+
+def cancelled(run: Run) -> str | None:
+    """Why a request on this run is void whatever its digest says: the run ended before it reached Polyaxon."""
+    if run.status in repos.TERMINAL_STATUSES and run.polyaxon_uuid is None:
+        return f"its run `{run.name}` was {run.status} before it reached Polyaxon"
+    return None
 
 
 class ReactionJudge:
@@ -123,6 +132,7 @@ class ReactionJudge:
             current_digest=current_digest,
             reissue=f"`{hooks.reissue(request, run)}`",
             subject=hooks.subject,
+            voided_because=cancelled(run) if request.status == "voided" else None,
         )
         return judge_reaction(
             added=added,
@@ -212,7 +222,9 @@ class ReactionJudge:
             hooks.on_quorum(request_id)
 
     def no_request(self, run: Run, *, user: str, reaction: str, channel: str) -> None:
-        """The approval emoji on a run's card or thread with no open request: tell the reactor (only them)."""
+        """The approval emoji on a run's card or thread with no open request: tell the reactor (only them), by the
+        run's kind: how to ask for a registration, or why this kind of run has nothing to approve."""
+        answer = kind_answer(self.deps.runs.sessions, run, Verb.APPROVE, reaction=reaction)
         with self.deps.runs.sessions() as s:
             repos.add_audit(
                 s,
@@ -220,14 +232,14 @@ class ReactionJudge:
                 channel=channel,
                 command=f"reaction_added :{reaction}: on {run.name}",
                 outcome="ignored",
-                detail="no open approval request",
+                detail="no open approval request" if answer is None else f"{run.kind}: nothing to approve",
                 run_id=run.id,
             )
-        self.deps.runs.client.chat_postEphemeral(
-            channel=run.channel,
-            user=user,
-            thread_ts=run.thread_ts,
-            text=f":information_source: `{run.name}` has no open approval request, so :{reaction}: approves nothing. "
+        text = answer or (
+            f"`{run.name}` has no open approval request, so :{reaction}: approves nothing. "
             f"A registration starts with `/finetune register {run.name} model=NAME`; approvals count only on the "
-            "request message it posts.",
+            "request message it posts."
+        )
+        self.deps.runs.client.chat_postEphemeral(
+            channel=run.channel, user=user, thread_ts=run.thread_ts, text=f":information_source: {text}"
         )

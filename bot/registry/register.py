@@ -8,7 +8,9 @@ from bot.registry.deps import RegistryDeps
 from bot.registry.policy import CriteriaError, evaluate_criteria, load_criteria
 from bot.registry.render import render_request
 from bot.registry.states import RequestStates
-from bot.runs import Reply, RunError, find_run
+from bot.runs import Reply, RunError
+from bot.runs.admit import find_run_for
+from bot.runs.kinds import Verb
 from bot.slack.blocks import escape
 from storage import repos
 
@@ -25,7 +27,7 @@ class RequestMaker:
         from bot.polyaxon import GatewayError
 
         deps, runs = self.deps, self.deps.runs
-        run = find_run(runs.sessions, cmd.run)
+        run = find_run_for(runs.sessions, cmd.run, Verb.REGISTER)
         if run.status != "succeeded" or not run.polyaxon_uuid:
             raise RunError(f"run `{run.name}` is {run.status}: only a run that succeeded can be registered")
         if cmd.version is not None:

@@ -6,6 +6,7 @@ died mid-way leaves the request for the watcher's next tick; nothing is lost and
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from slack_sdk.errors import SlackApiError
 from sqlalchemy.exc import IntegrityError
@@ -24,6 +25,9 @@ log = logging.getLogger(__name__)
 
 RECORDED_REACTION = "floppy_disk"
 REGISTERED_EVENT = "finetune_registered"  # message metadata of the registration summary
+# The background passes of registration (bot.background): one item per approval request.
+REGISTRATION = "registration"
+REGISTERED_TOLD = "registration_told"
 
 
 class Registrar:
@@ -195,7 +199,11 @@ class Registrar:
         """Register requests left approved (Polyaxon was down) or claimed by a process that died; how many now."""
         with self.deps.runs.sessions() as s:
             work = self.claims.work(repos.registration_work(s))
-        done = sum(self.register(request_id) for request_id in work.carry_out)
+        # Each request on its own (bot.background): one that keeps failing is backed off and parked, not in the way.
+        items = self.deps.runs.deps.items
+        registering = items.batch(REGISTRATION, [str(i) for i in work.carry_out])
+        done = sum(bool(registering.attempt(str(i), partial(self.register, i)).value) for i in work.carry_out)
+        telling = items.batch(REGISTERED_TOLD, [str(i) for i in work.tell])
         for request_id in work.tell:
-            self.record(request_id, recovering=True)
+            telling.attempt(str(request_id), partial(self.record, request_id, recovering=True))
         return done

@@ -6,9 +6,14 @@ a re-issued command can race and exactly one of them tells the thread.
 
 from __future__ import annotations
 
+from functools import partial
+
 from bot.registry.deps import RegistryDeps
 from storage import repos
 from storage.models import ApprovalRequest, Run
+
+# The background pass that closes expired requests (bot.background): one item per request.
+EXPIRY = "approval_expiry"
 
 
 class RequestStates:
@@ -72,7 +77,13 @@ class RequestStates:
                 (request, repos.get_run(s, run_id=request.run_id))
                 for request in repos.list_approval_requests(s, statuses=["open"], expires_by=now)
             ]
-        return sum(self.expire(request, run) for request, run in due if run is not None)
+        # Each request on its own: one whose thread cannot be posted to is backed off and parked, not in the way.
+        batch = self.deps.runs.deps.items.batch(EXPIRY, [str(request.id) for request, _ in due])
+        return sum(
+            bool(batch.attempt(str(request.id), partial(self.expire, request, run), run_id=run.id).value)
+            for request, run in due
+            if run is not None
+        )
 
     def void(
         self, request: ApprovalRequest, run: Run, *, new_digest: str, from_statuses: tuple[str, ...] = ("open",)
@@ -90,10 +101,41 @@ class RequestStates:
             f"Its approvals no longer count; re-issue `{self.reissue(request, run)}`.",
         )
 
+    def void_cancelled(self, run: Run, user: str) -> str | None:
+        """A held run was cancelled before it reached Polyaxon: void its open requests now, saying nothing in the
+        thread (the cancellation's one message says it); that sentence, or None when nothing was open."""
+        with self.deps.runs.sessions() as s:
+            open_requests = list(repos.list_approval_requests(s, statuses=["open"], run_id=run.id))
+        voided = [
+            request
+            for request in open_requests
+            if self.void_request(
+                request,
+                run,
+                from_statuses=("open",),
+                error=f"its run was cancelled by {user}",
+                audit=f"{run.name} cancelled by {user} before it reached Polyaxon",
+                told=None,
+            )
+        ]
+        if not voided:
+            return None
+        labels = ", ".join(self.label(request) for request in voided)
+        noun = "request is" if len(voided) == 1 else "requests are"
+        return f"Its approval {noun} voided ({labels}): nothing is left to approve; approvals on it no longer count."
+
     def void_request(
-        self, request: ApprovalRequest, run: Run, *, from_statuses: tuple[str, ...], error: str, audit: str, told: str
+        self,
+        request: ApprovalRequest,
+        run: Run,
+        *,
+        from_statuses: tuple[str, ...],
+        error: str,
+        audit: str,
+        told: str | None,
     ) -> bool:
-        """Move the request to `voided` (once, whoever gets there first), audit it, and tell the thread."""
+        """Move the request to `voided` (once, whoever gets there first), audit it, and tell the thread (`told`;
+        None when the caller says it in its own message)."""
         with self.deps.runs.sessions() as s:
             voided = repos.claim_approval_request(
                 s,
@@ -113,6 +155,6 @@ class RequestStates:
                     detail=audit,
                     run_id=run.id,
                 )
-        if voided:
+        if voided and told is not None:
             self.deps.runs.thread.post_thread(run, told, purpose="approval_voided")
         return voided

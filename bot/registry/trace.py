@@ -2,15 +2,95 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from bot.grammar import TraceCommand
+from sqlmodel import Session
+
+from bot.grammar import TraceCommand, scalar_text
 from bot.registry.deps import RegistryDeps
 from bot.registry.policy import Candidate
 from bot.runs import Reply, RunError
 from bot.slack.blocks import escape, header, section
 from storage import repos
-from storage.models import Registration, Run
+from storage.models import AuditEntry, Registration, Run
+
+# How far up a chain of resumes and retries the trace walks (each link is one more run that trained the model).
+MAX_ANCESTORS = 10
+
+
+@dataclass(frozen=True)
+class Link:
+    """One run of the chain that trained a version: the run, its audit entries and the run it started from."""
+
+    run: Run
+    audit: Sequence[AuditEntry]
+    parent: Run | None
+
+
+def chain_of(session: Session, run: Run, audit: Sequence[AuditEntry]) -> list[Link]:
+    """The run and the runs it was resumed or retried from, newest first (each with its audit)."""
+    links: list[Link] = []
+    seen: set[int] = set()
+    current: Run | None = run
+    while current is not None and current.id not in seen and len(links) <= MAX_ANCESTORS:
+        seen.add(current.id or 0)
+        parent = repos.get_run(session, run_id=current.parent_run_id) if current.parent_run_id else None
+        entries = audit if current is run else list(repos.list_audit_for_run(session, run_id=current.id or 0))
+        links.append(Link(current, entries, parent))
+        current = parent
+    return links
+
+
+def command_text(link: Link) -> str:
+    """The command that started the run, as it was typed: `run …`, `resume …`, or the automatic retry."""
+    run, parent = link.run, link.parent
+    if run.attempt > 1 and parent is not None:
+        return f"automatic retry: attempt {run.attempt} after `{parent.name}` failed"
+    entry = next((a for a in link.audit if a.command.startswith("resume ") and a.outcome == "ok"), None)
+    if parent is not None and entry is not None:
+        typed: dict[str, str] = {}
+        for token in entry.command.split()[2:]:
+            key, eq, value = token.partition("=")
+            if eq:
+                typed[key] = value
+            elif token != "latest":  # the audit keeps the checkpoint asked for: `latest` or `step-N`
+                typed["checkpoint"] = token
+        # The schedule a resume extends lives in its overrides: there only when it was typed (or inherited).
+        steps = run.overrides.get("max_steps")
+        if "max_steps" not in typed and steps is not None and steps != parent.overrides.get("max_steps"):
+            typed["max_steps"] = scalar_text(steps)
+        pairs = "".join(f" {k}={v}" for k, v in typed.items())
+        return f"`/finetune resume {escape(parent.name)}{escape(pairs)}`"
+    overrides = " ".join(f"{k}={scalar_text(v)}" for k, v in sorted(run.overrides.items()) if k != "resume_from")
+    return f"`/finetune run recipe={run.recipe_name}{' ' + escape(overrides) if overrides else ''}`"
+
+
+def started_by(link: Link) -> str:
+    """`by <@U> at 2026-05-01 12:00 UTC`: who started the run (the bot, for a retry) and when."""
+    verbs = ("run ", "resume ", "retry ", "preflight ", "sweep ")
+    entry = next((a for a in link.audit if a.command.startswith(verbs) and a.outcome == "ok"), None)
+    user = entry.user if entry is not None else link.run.requester
+    who = "the bot" if user == "finetune-bot" else f"<@{user}>"
+    return f"by {who} at {(entry.at if entry else link.run.created_at):%Y-%m-%d %H:%M} UTC"
+
+
+def origin_lines(links: Sequence[Link]) -> list[str]:
+    """Where each run of the chain started: the checkpoint of its parent it loaded, or from the beginning."""
+    lines = []
+    for link in links:
+        if link.parent is None:
+            break
+        parent = link.parent
+        resume_from = link.run.params.get("resume_from")
+        start = f"`{escape(str(resume_from))}`" if resume_from else "the beginning (no checkpoint)"
+        ancestor = next((a for a in links if a.run.id == parent.id), None)
+        how = f", itself started with {command_text(ancestor)} {started_by(ancestor)}" if ancestor is not None else ""
+        lines.append(
+            f"• `{link.run.name}` started from {start} of `{parent.name}` "
+            f"(`{parent.polyaxon_uuid or '—'}`, {parent.status}){how}"
+        )
+    return lines
 
 
 def validation_lines(run: Run) -> list[str]:
@@ -63,6 +143,7 @@ class Tracer:
             )
             approvals = list(repos.list_approvals(s, request_id=request.id or 0)) if request else []
             audit = list(repos.list_audit_for_run(s, run_id=registration.run_id))
+            links = chain_of(s, run, audit) if run is not None else []
         if run is None:
             raise RunError(f"the run of `{cmd.model}:{registration.version}` is missing from the database")
         label = f"{registration.model}:{registration.version}"
@@ -88,14 +169,14 @@ class Tracer:
             f" · pins {pins} · eval contract `{run.eval_contract_hash[:19] or '—'}`"
         )
         lines += validation_lines(run)
-        started = next((a for a in audit if a.command.startswith(("run ", "resume ")) and a.outcome == "ok"), None)
-        overrides = " ".join(f"{k}={v}" for k, v in sorted(run.overrides.items()))
         card = self.deps.runs.thread.permalink(run.channel, run.card_ts)
-        when = (started.at if started else run.created_at).strftime("%Y-%m-%d %H:%M")
         lines.append(
-            f"*Command* `/finetune run recipe={run.recipe_name}{' ' + escape(overrides) if overrides else ''}` "
-            f"by <@{run.requester}> at {when} UTC" + (f" · <{card}|card and thread>" if card else "")
+            f"*Command* {command_text(links[0])} {started_by(links[0])}"
+            + (f" · <{card}|card and thread>" if card else "")
         )
+        origins = origin_lines(links)
+        if origins:
+            lines.append("*Started from*\n" + "\n".join(origins))
         if request is not None and request.candidate:
             candidate = Candidate.model_validate(request.candidate)
             evals = ", ".join(f"{k} `{v:.4g}`" for k, v in sorted(candidate.eval_results.items())) or "none"

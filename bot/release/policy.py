@@ -69,6 +69,11 @@ def refuse_promotion(*, label: str, current: str | None, target: str, rule: Stag
 
 # --- the serving check's verdict -------------------------------------------------------------------
 
+# Latency is the one figure a busy node bends: the job measures it after a warm-up and then once more
+# (`latency_remeasured_ms`), and a latency budget fails only when both measures miss it.
+LATENCY_LABEL = "latency "
+REMEASURED = {"latency_ms.p50": "latency_remeasured_ms.p50", "latency_ms.p95": "latency_remeasured_ms.p95"}
+
 BUDGETS: tuple[tuple[str, str, str, str], ...] = (
     # (budget field, report path, comparison, label)
     ("latency_p50_ms", "latency_ms.p50", "max", "latency p50 (ms)"),
@@ -143,8 +148,19 @@ def judge_serving_report(
             results.append(CriterionResult(name=f"{label} {sign} {bound:g}", passed=False, evidence="not measured"))
             continue
         ok = value <= bound if kind == "max" else value >= bound
-        results.append(CriterionResult(name=f"{label} {sign} {bound:g}", passed=ok, evidence=f"{value:.4g}"))
+        evidence = f"{value:.4g}"
+        again = _figure(report, REMEASURED[path]) if not ok and path in REMEASURED else None
+        if again is not None:  # re-measured once before failing: the second measure decides
+            ok = again <= bound
+            evidence = f"{value:.4g} measured, {again:.4g} re-measured"
+        results.append(CriterionResult(name=f"{label} {sign} {bound:g}", passed=ok, evidence=evidence))
     return results
+
+
+def latency_only(results: Sequence[CriterionResult]) -> bool:
+    """The check failed on latency budgets alone: the model loaded, answered as expected and fit its memory."""
+    failed = [r for r in results if not r.passed]
+    return bool(failed) and all(r.name.startswith(LATENCY_LABEL) for r in failed)
 
 
 # --- who holds a stage --------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.registry.policy import CriterionResult
+from bot.release.policy import latency_only
 from bot.slack.blocks import clip, context, escape, header, section, sections
 
 
@@ -62,12 +63,7 @@ def render_serving_report(
             f"{prompt.get('new_tokens') or 0} tokens, {prompt.get('finish_reason') or '—'}: “{output}”"
             + (f" — {why}" if why else "")
         )
-    outcome = (
-        f"The approval request to promote to *{stage}* follows."
-        if passed
-        else f"*The promotion to {stage} is blocked*: the check must pass (fix the model or the serving setup, "
-        "register the new version, promote again)."
-    )
+    outcome = _outcome(verdict, label=label, stage=stage)
     failing = "; ".join(f"{r.name}: {r.evidence}" for r in verdict if not r.passed)
     text = f"{title}. " + outcome.replace("*", "") + (f" Failed: {failing}" if failing else "")
     blocks = [
@@ -78,6 +74,26 @@ def render_serving_report(
         context(outcome),
     ]
     return text, blocks
+
+
+def _outcome(verdict: Sequence[CriterionResult], *, label: str, stage: str) -> str:
+    """What follows the check: the request, or why the promotion is blocked and what to do about that failure."""
+    if all(r.passed for r in verdict):
+        return f"The approval request to promote to *{stage}* follows."
+    if latency_only(verdict):
+        # The model answered every prompt as expected: only the node's speed failed, twice. A new version
+        # would change nothing; a quieter node or an honest budget does.
+        return (
+            f"*The promotion to {stage} is blocked by latency alone* (measured after a warm-up, then once more): "
+            "the model answered every prompt as expected, so there is nothing to fix in it. The node was probably "
+            f"busy: promote again (`/finetune promote {escape(label)} stage={stage}` starts a new check), on a "
+            "quieter node if your presets can choose one, or raise `serving.budgets` in the recipe if the budget "
+            "is tighter than this hardware serves."
+        )
+    return (
+        f"*The promotion to {stage} is blocked*: the check must pass (fix the model or the serving setup, "
+        "register the new version, promote again)."
+    )
 
 
 def render_promotion_request(

@@ -29,6 +29,9 @@ from storage.models import Registration
 
 log = logging.getLogger(__name__)
 
+# The release path's parts of a watcher tick, each isolated (bot.background).
+TICK_PART = "release_tick"
+
 
 class ReleaseService:
     """Promotions behind a serving check and approvals, rollbacks, and the release webhook."""
@@ -51,7 +54,9 @@ class ReleaseService:
             sessions=runs.sessions,
             clock=runs.clock,
             secrets=runs.secrets,
+            items=runs.deps.items,
         )
+        self.webhook.items = runs.deps.items
         self.webhook.on_trouble = self._webhook_trouble
         registry.add_action(
             ACTION,
@@ -80,13 +85,12 @@ class ReleaseService:
     def tick(self) -> tuple[int, Delivery]:
         """A watcher tick: settle ended serving checks, move approved stages Polyaxon refused before, deliver
         due webhook events; (changes made, deliveries)."""
-        from bot.polyaxon import GatewayError
-
-        done = self.checks.settle()
-        try:
-            done += self.mover.retry_pending()
-        except GatewayError as exc:
-            log.warning("release: promotion retry: %s", exc)
+        # Each part on its own (bot.background): a serving check or a stage move that raises never keeps the
+        # webhook's events from going out, nor the other way round.
+        items = self.registry.deps.runs.deps.items
+        done = items.attempt(TICK_PART, "serving_checks", self.checks.settle, parks=False).value or 0
+        # A stage move Polyaxon refused again is recorded with its error and tried next tick.
+        done += items.attempt(TICK_PART, "stage_moves", self.mover.retry_pending, parks=False).value or 0
         return done, self.webhook.deliver_due()
 
     def trace_lines(self, registration: Registration) -> list[str]:

@@ -16,13 +16,16 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 import httpx
 
+from bot.background import BackgroundItems, RetryPolicy
 from bot.redact import redact
 from storage import repos
 from storage.db import SessionFactory
+from storage.models import ReleaseEvent
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +35,9 @@ FIRST_RETRY_S = 2.0
 MAX_RETRY_S = 600.0
 # After this many failed attempts (about 2.5 hours of backoff) the event is given up and said so.
 MAX_ATTEMPTS = 20
+# The background items (bot.background) of the webhook: an event failing by itself, and telling of a failure.
+WEBHOOK_EVENT = "webhook_event"
+WEBHOOK_TOLD = "webhook_told"
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -50,8 +56,8 @@ def encode(payload: Mapping[str, Any]) -> bytes:
 
 
 def backoff(attempts: int, *, first_s: float = FIRST_RETRY_S, max_s: float = MAX_RETRY_S) -> timedelta:
-    """Wait before attempt `attempts + 1`: 2 s, 4 s, 8 s, … at most 10 minutes."""
-    return timedelta(seconds=min(max_s, first_s * 2 ** max(0, attempts - 1)))
+    """Wait before attempt `attempts + 1`: 2 s, 4 s, 8 s, … at most 10 minutes (the shared policy's curve)."""
+    return RetryPolicy(first_s=first_s, max_s=max_s).backoff(attempts)
 
 
 class WebhookError(Exception):
@@ -80,6 +86,7 @@ class ReleaseWebhook:
         secrets: list[str],
         on_trouble: Callable[[Mapping[str, Any], str, bool], None] | None = None,
         transport: httpx.BaseTransport | None = None,
+        items: BackgroundItems | None = None,
     ) -> None:
         self.url = url
         self.secret = secret
@@ -91,6 +98,8 @@ class ReleaseWebhook:
         self._client = httpx.Client(timeout=TIMEOUT_S, transport=transport) if url else None
         # The backoff's longest wait (a test shortens it).
         self.max_retry_s = MAX_RETRY_S
+        # The process's one isolation of background items (the release service passes the runs'); its own else.
+        self.items = items or BackgroundItems(sessions=sessions, clock=clock, secrets=secrets)
 
     @property
     def enabled(self) -> bool:
@@ -118,47 +127,76 @@ class ReleaseWebhook:
 
     def deliver_due(self) -> Delivery:
         """Send pending events oldest first, while each goes through; the head of the queue waits out its backoff
-        and nothing behind it overtakes it (a receiver sees stage changes in the order they were made)."""
+        and nothing behind it overtakes it (a receiver sees stage changes in the order they were made).
+
+        An event that fails by itself (anything but the receiver's answer: an event that cannot be encoded, a bug)
+        is isolated (bot.background): backed off, at last parked and told, and never holds the queue.
+        """
         outcome = Delivery()
         if not self.enabled:
             return outcome
         now = self.clock()
         with self.sessions() as s:
             pending = list(repos.pending_release_events(s))
+        batch = self.items.batch(WEBHOOK_EVENT, [str(event.id) for event in pending])
         for event in pending:
+            key = str(event.id)
+            if not batch.due(key):
+                continue  # failing by itself: waiting out its own backoff, or parked
             if event.next_attempt_at > now:
                 break
-            try:
-                self.post(event.payload)
-            except WebhookError as exc:
-                reason = redact(str(exc), extra_secrets=self.secrets)
-                attempts = event.attempts + 1
-                given_up = attempts >= MAX_ATTEMPTS
-                with self.sessions() as s:
-                    repos.update_release_event(
-                        s,
-                        event_id=event.id or 0,
-                        attempts=attempts,
-                        last_error=reason[:2000],
-                        next_attempt_at=now + backoff(attempts, max_s=self.max_retry_s),
-                        status="failed" if given_up else "pending",
-                    )
-                log.warning("release webhook: event %s attempt %d failed: %s", event.event_id, attempts, reason)
+            tried = batch.attempt(key, partial(self._send, event, now, outcome), tell=partial(self._parked, event))
+            if tried.error is not None:
                 outcome.failed += 1
-                outcome.given_up += given_up
-                if (attempts == 1 or given_up) and self.on_trouble is not None:
-                    self.on_trouble(event.payload, reason, given_up)
+                continue
+            if not tried.value:
                 break
+        return outcome
+
+    def _send(self, event: ReleaseEvent, now: datetime, outcome: Delivery) -> bool:
+        """POST one event and record the outcome; False when the receiver did not take it (retried in order)."""
+        try:
+            self.post(event.payload)
+        except WebhookError as exc:
+            reason = redact(str(exc), extra_secrets=self.secrets)
+            attempts = event.attempts + 1
+            given_up = attempts >= MAX_ATTEMPTS
             with self.sessions() as s:
                 repos.update_release_event(
                     s,
                     event_id=event.id or 0,
-                    status="delivered",
-                    delivered_at=self.clock(),
-                    attempts=event.attempts + 1,
+                    attempts=attempts,
+                    last_error=reason[:2000],
+                    next_attempt_at=now + backoff(attempts, max_s=self.max_retry_s),
+                    status="failed" if given_up else "pending",
                 )
-            outcome.delivered += 1
-        return outcome
+            log.warning("release webhook: event %s attempt %d failed: %s", event.event_id, attempts, reason)
+            outcome.failed += 1
+            outcome.given_up += given_up
+            if (attempts == 1 or given_up) and self.on_trouble is not None:
+                on_trouble = self.on_trouble
+                # Telling is an item of its own: a thread that cannot be posted to never stops the deliveries.
+                self.items.attempt(
+                    WEBHOOK_TOLD, f"{event.id}:{attempts}", lambda: on_trouble(event.payload, reason, given_up)
+                )
+            return False
+        with self.sessions() as s:
+            repos.update_release_event(
+                s,
+                event_id=event.id or 0,
+                status="delivered",
+                delivered_at=self.clock(),
+                attempts=event.attempts + 1,
+            )
+        outcome.delivered += 1
+        return True
+
+    def _parked(self, event: ReleaseEvent, error: str) -> None:
+        """An event that kept failing by itself is given up: marked failed, and its version's thread told."""
+        with self.sessions() as s:
+            repos.update_release_event(s, event_id=event.id or 0, status="failed", last_error=error[:2000])
+        if self.on_trouble is not None:
+            self.on_trouble(event.payload, error, True)
 
     def close(self) -> None:
         """Close the HTTP client."""

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from bot.catalog.policy import attempts_allowed
 from bot.grammar import scalar_text
+from bot.runs.kinds import RunKind, Verb, applies, kind_of
 from bot.settings import PolyaxonSettings
 from bot.slack.blocks import command_button, context, escape, header, human_duration, section
 from storage.models import Run
@@ -30,6 +31,7 @@ STATUS_EMOJI = {
     "succeeded": ":white_check_mark:",
     "failed": ":x:",
     "stopped": ":octagonal_sign:",
+    "lost": ":ghost:",
 }
 CARD_METRICS = ("loss", "eval_loss", "learning_rate", "grad_norm", "eval_perplexity")
 
@@ -51,6 +53,9 @@ class CardView(BaseModel):
     status: str
     step: int | None = None
     max_steps: int | None = None
+    # What `step` counts: "step" (trainer steps), or "epoch" for a recipe that trains by epochs (the quick
+    # starts log one metric step per finished epoch, 1-based) and has no max_steps.
+    step_unit: str = "step"
     checkpoint_step: int | None = None
     metrics: dict[str, float] = Field(default_factory=dict)
     contract_metrics: list[str] = Field(default_factory=list)  # the eval contract's metrics, shown too
@@ -61,7 +66,7 @@ class CardView(BaseModel):
     finished_at: datetime | None = None
     model_name: str | None = None
     note: str | None = None
-    # "train" or "preflight"; a preflight's card says so and offers no registration, comparison or resume.
+    # The run's kind (bot.runs.kinds): a preflight's card says so; the kinds table decides which buttons it gets.
     kind: str = "train"
     # `/finetune outputs` read the outputs back: confirmed, or what did not check out.
     confirmed: bool = False
@@ -90,7 +95,7 @@ def card_view(
 ) -> CardView:
     """The card's content for a stored run (its parent, when resumed, found by the caller)."""
     metrics = {k: float(v) for k, v in run.last_metrics.items() if isinstance(v, int | float)}
-    max_steps = run.params.get("max_steps")
+    max_steps, step_unit = progress_total(run.params)
     return CardView(
         name=run.name,
         uuid=run.polyaxon_uuid,
@@ -105,7 +110,8 @@ def card_view(
         status=run.status,
         step=run.last_step,
         checkpoint_step=run.checkpoint_step,
-        max_steps=int(max_steps) if isinstance(max_steps, int) and max_steps > 0 else None,
+        max_steps=max_steps,
+        step_unit=step_unit,
         metrics=metrics,
         contract_metrics=[str(m) for m in (run.eval_contract or {}).get("metrics") or []],
         polyaxon_url=polyaxon_url,
@@ -113,7 +119,7 @@ def card_view(
         parent_link=parent_link,
         started_at=run.started_at,
         finished_at=run.finished_at,
-        kind=run.kind,
+        kind=kind_of(run).value,
         confirmed=run.outputs_confirmed_at is not None,
         outputs_problems=list((run.outputs_check or {}).get("problems") or []),
         validation=run.validation,
@@ -138,17 +144,32 @@ def durations_line(run: Run, now: datetime) -> str | None:
     waited = f"waited {human_duration((started - created).total_seconds())}"
     if finished is None:
         return f"{waited} · running for {human_duration((now - started).total_seconds())}"
-    return f"{waited} · ran {human_duration((finished - started).total_seconds())}{used_text(run.cost)}"
+    return f"{waited} · ran {human_duration(ran_seconds(run))}{used_text(run.cost)}"
+
+
+def ran_seconds(run: Run) -> float:
+    """How long an ended run ran: as the usage service measured it when it settled the run (what its hours
+    count: `bot.usage.accounting.running_seconds`), else Polyaxon's stamps (a run without a cost profile)."""
+    used = (run.cost or {}).get("used_s")
+    if isinstance(used, int | float):
+        return float(used)
+    if run.started_at is None or run.finished_at is None:
+        return 0.0
+    return (run.finished_at - run.started_at).total_seconds()
 
 
 def used_text(cost: dict[str, Any] | None) -> str:
-    """` · 0.0021 accelerator-hours (0.01 USD)`: what an ended run used, once the usage service settled it."""
+    """` · used 0.0021 accelerator-hours (1 accelerator, 0.01 USD)`: what an ended run used, once the usage
+    service settled it: the running time shown × what its presets hold."""
     if not cost or cost.get("used_hours") is None:
         return ""
     hours = float(cost["used_hours"])
-    money = f" ({float(cost['used_money']):,.2f} {cost.get('currency') or ''})".rstrip() if "used_money" in cost else ""
+    unit = str(cost.get("unit") or "accelerator")
+    count = float(cost.get("count") or 0)
+    held = f"{count:g} {unit}{'s' * (count != 1)}"
+    money = f", {float(cost['used_money']):,.2f} {cost.get('currency') or ''}".rstrip() if "used_money" in cost else ""
     shown = f"{hours:,.1f}" if hours >= 10 else f"{hours:.3g}"
-    return f" · used {shown} {cost.get('unit') or 'accelerator'}-hours{money}"
+    return f" · used {shown} {unit}-hours ({held}{money})"
 
 
 def polyaxon_url(settings: PolyaxonSettings, run: Run) -> str | None:
@@ -158,13 +179,22 @@ def polyaxon_url(settings: PolyaxonSettings, run: Run) -> str | None:
     return f"{settings.host}/ui/{settings.owner}/{settings.project}/runs/{run.polyaxon_uuid}"
 
 
-def _progress(step: int | None, max_steps: int | None) -> str:
+def progress_total(params: dict[str, Any]) -> tuple[int | None, str]:
+    """What the run's progress counts to, and in what: `max_steps` steps, else `epochs` epochs."""
+    for key, unit in (("max_steps", "step"), ("epochs", "epoch")):
+        value = params.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value, unit
+    return None, "step"
+
+
+def _progress(step: int | None, max_steps: int | None, unit: str = "step") -> str:
     if step is None:
         return ""
     if not max_steps or max_steps <= 0:
-        return f"step {step}"
+        return f"{unit} {step}"
     done = max(0, min(10, round(10 * step / max_steps)))
-    return f"step {step}/{max_steps} `{'█' * done}{'░' * (10 - done)}`"
+    return f"{unit} {step}/{max_steps} `{'█' * done}{'░' * (10 - done)}`"
 
 
 def render_card(view: CardView) -> list[dict[str, Any]]:
@@ -174,7 +204,7 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = [header(f"{title} · {view.name}")]
     presets = ", ".join(f"`{p}`" + ("" if p in view.recipe_presets else " (chosen)") for p in view.presets) or "none"
     status_line = f"{emoji} *{view.status}*"
-    progress = _progress(view.step, view.max_steps)
+    progress = _progress(view.step, view.max_steps, view.step_unit)
     if progress:
         status_line += f" · {progress}"
     if view.attempts > 1:
@@ -203,31 +233,41 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
         blocks.append(section("*Latest metrics* " + " · ".join(f"{k} `{v:.4g}`" for k, v in sorted(shown.items()))))
     pins = " · ".join(f"{k} `{escape(short_pin(str(v)))}`" for k, v in sorted(view.pins.items()))
     ctx = [f"run `{view.uuid[:8]}`" if view.uuid else "not submitted yet"]
-    if view.polyaxon_url:
+    if view.polyaxon_url and view.status != "lost":  # a lost run's page in Polyaxon is gone
         ctx.append(f"<{view.polyaxon_url}|open in Polyaxon>")
     if pins:
         ctx.append(f"pins: {pins}")
     blocks.append(context(*ctx))
-    ref = view.name
-    buttons = [command_button("Logs", f"logs {ref}", suffix="logs")]
-    if view.kind == "train":
-        buttons.append(command_button("Compare", f"compare {ref}", suffix="compare"))
-    if view.status not in {"succeeded", "failed", "stopped", "submit_failed"}:
-        buttons.append(command_button("Stop", f"stop {ref}", suffix="stop", style="danger"))
-    elif view.kind == "train" and view.status != "submit_failed":
-        buttons.append(command_button("Outputs", f"outputs {ref}", suffix="outputs"))
-    if view.kind != "train":
-        blocks.append({"type": "actions", "elements": buttons})
-        return blocks
-    if view.status == "succeeded":
-        model = view.model_name or view.recipe
-        buttons.append(
-            command_button("Request registration", f"register {ref} model={model}", suffix="register", style="primary")
-        )
-    if view.status in {"failed", "stopped"} and view.checkpoint_step is not None:
-        buttons.append(command_button("Resume", f"resume {ref}", suffix="resume"))
-    blocks.append({"type": "actions", "elements": buttons})
+    blocks.append({"type": "actions", "elements": card_buttons(view)})
     return blocks
+
+
+def card_buttons(view: CardView) -> list[dict[str, Any]]:
+    """The buttons for the run's state, each only where the kinds table says its command applies to the kind."""
+    kind, ref = RunKind(view.kind), view.name
+    ended = view.status in TERMINAL_CARD_STATUSES
+    model = view.model_name or view.recipe
+    offered = [
+        (Verb.LOGS, True, command_button("Logs", f"logs {ref}", suffix="logs")),
+        (Verb.COMPARE, True, command_button("Compare", f"compare {ref}", suffix="compare")),
+        (Verb.STOP, not ended, command_button("Stop", f"stop {ref}", suffix="stop", style="danger")),
+        (
+            Verb.OUTPUTS,
+            ended and view.status not in {"submit_failed", "lost"},
+            command_button("Outputs", f"outputs {ref}", suffix="outputs"),
+        ),
+        (
+            Verb.REGISTER,
+            view.status == "succeeded",
+            command_button("Request registration", f"register {ref} model={model}", suffix="register", style="primary"),
+        ),
+        (
+            Verb.RESUME,
+            view.status in {"failed", "stopped"} and view.checkpoint_step is not None,
+            command_button("Resume", f"resume {ref}", suffix="resume"),
+        ),
+    ]
+    return [button for verb, when, button in offered if when and applies(kind, verb)]
 
 
 def _failure_lines(view: CardView) -> list[str]:
@@ -237,6 +277,11 @@ def _failure_lines(view: CardView) -> list[str]:
         lines.append(f":hourglass: *Waiting*: {escape(view.condition.strip(': '))}")
     if view.previous_failure:
         lines.append(f":repeat: attempt {view.attempt - 1} ended: {escape(view.previous_failure)}")
+    if view.status == "lost":
+        lines.append(
+            ":ghost: *Lost*: Polyaxon no longer has this run (deleted there, or the server was replaced); "
+            "the card shows what the bot saw last"
+        )
     failure = view.failure or {}
     if failure and view.status in TERMINAL_CARD_STATUSES:
         lines.append(f":x: *{escape(str(failure.get('title')))}*: `{escape(str(failure.get('evidence')))}`")
@@ -246,7 +291,7 @@ def _failure_lines(view: CardView) -> list[str]:
     return lines
 
 
-TERMINAL_CARD_STATUSES = frozenset({"succeeded", "failed", "stopped", "submit_failed"})
+TERMINAL_CARD_STATUSES = frozenset({"succeeded", "failed", "stopped", "submit_failed", "lost"})
 
 
 def _gate_lines(view: CardView) -> list[str]:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.grammar import CompareCommand
+from bot.runs.admit import find_run_for
 from bot.runs.compare_table import CompareRow, final_values, logged_values, mark_superseded, render_table
 from bot.runs.deps import RunDeps
 from bot.runs.errors import Reply, RunError
 from bot.runs.evals import contract_differences, primary_metric
-from bot.runs.lookup import find_run
+from bot.runs.kinds import Verb, kind_of, rule_for
 from bot.runs.plot import Points, plot_histories
 from bot.runs.thread import RunThread
 from storage import repos
@@ -28,7 +29,7 @@ class Comparer:
 
     def compare(self, cmd: CompareCommand, *, user: str) -> Reply:
         """Table + plot in the first run's thread; refused across eval contracts unless --exploratory."""
-        runs = [find_run(self.deps.sessions, ref) for ref in cmd.runs]
+        runs = [find_run_for(self.deps.sessions, ref, Verb.COMPARE) for ref in cmd.runs]
         peers_note = None
         if len(runs) == 1:
             peers = self._peers(runs[0])
@@ -127,6 +128,8 @@ class Comparer:
                 for r in repos.list_recent_runs(s, limit=200)
                 if r.recipe_name == run.recipe_name
                 and r.eval_contract_hash == run.eval_contract_hash
+                # Only kinds that are compared as one run: not a sweep's matrix, a preflight or a serving check.
+                and rule_for(kind_of(r), Verb.COMPARE).as_run
                 and (r.status in FINISHED or r.id == run.id)
             ]
         with self.deps.sessions() as s:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from slack_sdk import WebClient
 
+from bot.background import BackgroundItems
 from bot.settings import Settings
 from bot.slack.people import People
 from storage.db import SessionFactory
@@ -30,6 +31,8 @@ class RunDeps:
     clock: Callable[[], datetime]
     people: People = field(init=False)
     secrets: list[str] = field(init=False)
+    # The one isolation of background items, shared by every pass that works with runs.
+    items: BackgroundItems = field(init=False)
 
     def __post_init__(self) -> None:
         self.people = People(settings=self.settings, client=self.client)
@@ -44,3 +47,4 @@ class RunDeps:
             )
             if s is not None
         ]
+        self.items = BackgroundItems(sessions=self.sessions, clock=self.clock, secrets=self.secrets)

@@ -12,6 +12,8 @@ def plot_histories(
     histories: Mapping[str, Mapping[str, Points]], metrics: Sequence[str], *, exploratory: bool
 ) -> bytes | None:
     """One panel per metric with a line per run (`histories[run name][metric]`); None when nothing was plotted."""
+    if not any(by_metric.get(metric) for by_metric in histories.values() for metric in metrics):
+        return None  # nothing to draw: no figure at all
     import matplotlib
 
     matplotlib.use("Agg")
@@ -20,14 +22,17 @@ def plot_histories(
     fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 3.5))
     plotted = False
     for ax, metric in zip(axes if len(metrics) > 1 else [axes], metrics, strict=True):
+        drawn = False
         for run_name, by_metric in histories.items():
             points = by_metric.get(metric) or []
             if points:
                 ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=run_name)
-                plotted = True
+                drawn = True
         ax.set_title(metric)
         ax.set_xlabel("step")
-        ax.legend(fontsize="small")
+        if drawn:  # a legend of an empty panel is only matplotlib's warning
+            ax.legend(fontsize="small")
+        plotted = plotted or drawn
     if exploratory:
         fig.suptitle("EXPLORATORY — different eval contracts", color="red")
     buffer = io.BytesIO()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from storage import repos
 from storage.models import Run
 
 if TYPE_CHECKING:
@@ -14,11 +15,12 @@ if TYPE_CHECKING:
 def read_run_report(gateway: PolyaxonGateway, run: Run, path: str, *, max_bytes: int) -> dict[str, Any] | None:
     """The JSON object at `path` in the run's artifacts; None when the run wrote none (or not an object).
 
-    GatewayError while Polyaxon is unreachable: the caller tries again on a later tick.
+    GatewayError while Polyaxon is unreachable: the caller tries again on a later tick. A lost run has none: what
+    its files say is no evidence once Polyaxon no longer has the run (bot.runs.lost).
     """
     from bot.polyaxon import ArtifactNotFoundError
 
-    if not run.polyaxon_uuid:
+    if not run.polyaxon_uuid or run.status == repos.LOST_STATUS:
         return None
     try:
         data = gateway.read_artifact(run.polyaxon_uuid, path, max_bytes=max_bytes)

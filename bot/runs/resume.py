@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from bot.grammar import ResumeCommand, RunCommand
 from bot.redact import redact
+from bot.runs.admit import find_run_for
 from bot.runs.deps import RunDeps
 from bot.runs.errors import Reply, RunError
-from bot.runs.lookup import find_run
+from bot.runs.kinds import Verb
 from bot.runs.submit import run_name_for
 from bot.runs.thread import RunThread
 from bot.slack.blocks import escape
@@ -33,7 +34,7 @@ class Resumer:
     def resume(self, cmd: ResumeCommand, *, user: str, channel: str, delivery_key: str) -> Reply:
         """A new run that loads one complete checkpoint of the parent; refused when there is none to load,
         when the parent succeeded and the schedule is not extended, or with a diff when the recipe moved on."""
-        parent = find_run(self.deps.sessions, cmd.run)
+        parent = find_run_for(self.deps.sessions, cmd.run, Verb.RESUME)
         if not self.deps.people.may_run(user):
             raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
         if parent.polyaxon_uuid is None or parent.status not in TERMINAL:

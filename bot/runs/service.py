@@ -108,6 +108,9 @@ class RunService:
     def vet(self, cmd: RunCommand, *, user: str) -> tuple[Plan, GateVerdict]:
         """The plan and the smoke-first gate's verdict, submitting nothing (a dry run, the run form's checks)."""
         plan = self.submitter.plan(cmd)
+        unsupported = self.submitter.unsupported(plan, cmd)
+        if unsupported is not None:  # `run` would be refused: the dry run says so first
+            plan.warnings.append(f"`run` is refused here: {unsupported}")
         verdict = self.submitter.gate.verdict(plan, cmd, user=user, submitting=False)
         plan.validation = verdict.validation
         return plan, verdict

@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from bot.grammar import RunCommand
 from bot.redact import redact
+from bot.runs.capability import unsupported_reason
 from bot.runs.deps import RunDeps
 from bot.runs.errors import Reply, RunError
 from bot.runs.gate import PreflightGate
+from bot.runs.lost import LostRuns
 from bot.runs.thread import RunThread
 from bot.slack.blocks import escape
 from storage import repos
@@ -38,7 +40,8 @@ class Submitter:
     def __init__(self, deps: RunDeps, thread: RunThread) -> None:
         self.deps = deps
         self.thread = thread
-        self.gate = PreflightGate(deps.sessions, deps.people)
+        # A passed preflight counts only while Polyaxon still has its run (bot.runs.lost).
+        self.gate = PreflightGate(deps.sessions, deps.people, lost=LostRuns(deps, thread))
 
     def plan(self, cmd: RunCommand) -> Plan:
         """Compile the command (PlanError for anything the catalog refuses)."""
@@ -55,7 +58,16 @@ class Submitter:
         if not self.deps.people.may_run(user):
             raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
         plan = self.plan(cmd)
+        # Before every other gate: no approval, force or preflight makes a kind runnable that this deployment lacks.
+        unsupported = self.unsupported(plan, cmd)
+        if unsupported is not None:
+            raise RunError(unsupported)
         return plan, self.memory_gate(plan, cmd, user)
+
+    def unsupported(self, plan: Plan, cmd: RunCommand) -> str | None:
+        """Why this deployment cannot execute the plan's run kind, with the way forward; None when it can."""
+        kinds = self.deps.settings.finetune.unsupported_run_kinds
+        return unsupported_reason(plan, kinds, preflight=self.gate.command(plan, cmd))
 
     def gated_plan(self, cmd: RunCommand, user: str) -> tuple[Plan, bool]:
         """`authorised_plan`, past the smoke-first gate too (never skipped here: a skip is an approval)."""
@@ -220,6 +232,10 @@ class Submitter:
                     status="pending_submit",
                     last_activity_at=self.deps.clock(),
                     pending_operation={"operation": operation, "tags": list(tags)},
+                    # The card says why it waits (its Waiting line), not only the thread's first post.
+                    condition=f"Polyaxon has not taken it yet ({redact(str(exc), extra_secrets=self.deps.secrets)})"[
+                        :500
+                    ],
                 )
                 run = fresh
             if first:
@@ -240,26 +256,17 @@ class Submitter:
             text=f"Submitted to Polyaxon as `{info.uuid}` ({info.status}).",
             polyaxon_uuid=info.uuid,
             pending_operation=None,
+            condition=None,  # it no longer waits for the submission
             last_activity_at=self.deps.clock(),
         )
         return True
 
     def retry_pending(self) -> int:
         """Retry submissions that failed because Polyaxon was unreachable, or that a process died in the middle of;
-        how many went through."""
-        stale = self.deps.clock() - STALE_SUBMISSION
-        with self.deps.sessions() as s:
-            pending = repos.pending_submissions(s, stale_before=stale)
-        done = 0
-        for run in pending:
-            op = run.pending_operation
-            if op is None:
-                continue
-            if run.card_ts is None:  # died before its card was posted
-                self.thread.post_card(run)
-            if self.submit_to_polyaxon(run, op["operation"], op.get("tags", [])):
-                done += 1
-        return done
+        how many went through (each run isolated: bot.runs.pending)."""
+        from bot.runs.pending import PendingSubmissions
+
+        return PendingSubmissions(self).retry()
 
 
 def memory_refusal(plan: Plan) -> str:

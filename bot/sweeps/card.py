@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.runs.card import STATUS_EMOJI, short_pin
+from bot.runs.kinds import RunKind, Verb, applies
 from bot.slack.blocks import command_button, context, escape, header, section
 from bot.sweeps.board import ENDED, Counts, TrialRow, best, count, format_value, ranked, values_text
 from storage.models import Run, Sweep
@@ -67,9 +68,10 @@ def render_sweep_card(
     ctx.append("the leaderboard is in the thread")
     blocks.append(context(*ctx))
     buttons = []
-    if run.status not in ENDED:
+    # The buttons are the sweep's own commands, as the kinds table gives them.
+    if run.status not in ENDED and applies(RunKind.SWEEP, Verb.STOP):
         buttons.append(command_button("Stop sweep", f"stop {run.name}", suffix="stop", style="danger"))
-    if len(ranked(rows)) >= 2:
+    if len(ranked(rows)) >= 2 and applies(RunKind.SWEEP, Verb.COMPARE):
         buttons.append(
             command_button(f"Compare top {COMPARE_TOP}", f"compare {run.name} top={COMPARE_TOP}", suffix="compare")
         )

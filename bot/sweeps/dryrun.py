@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.explain import render_plan
 from bot.slack.blocks import context, escape, section
+from storage.repos.runs import TERMINAL_STATUSES
 
 if TYPE_CHECKING:
     from bot.catalog import Plan, SweepPlan
@@ -44,7 +45,7 @@ def smoke_first_refusal(plan: Plan, candidates: Sequence[Run]) -> str:
     """Why a sweep waits: no confirmed run of these pins yet; the `run` and `outputs` commands to do first."""
     first = f"`/finetune run recipe={plan.recipe}" + (f" preset={','.join(plan.presets)}`" if plan.presets else "`")
     succeeded = [r for r in candidates if r.status == "succeeded"]
-    going = [r for r in candidates if r.status not in ("succeeded", "failed", "stopped", "submit_failed")]
+    going = [r for r in candidates if r.status not in TERMINAL_STATUSES]
     lines = [
         f"a sweep of `{plan.recipe}` waits for one confirmed run with the same pins (model, data, code, image): "
         "confirm one complete run, outputs included, before scaling out."

@@ -11,9 +11,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bot.grammar import CompareCommand, RunCommand, SweepCommand
+from bot.runs.admit import kind_answer
 from bot.runs.compare import Comparer
+from bot.runs.control import CancelHook
 from bot.runs.deps import RunDeps
 from bot.runs.errors import Reply, RunError
+from bot.runs.kinds import Verb
 from bot.runs.lookup import find_run
 from bot.runs.submit import Submitter, memory_refusal
 from bot.runs.thread import RunThread
@@ -31,8 +34,6 @@ if TYPE_CHECKING:
     from bot.usage import UsageService
 
 DEFAULT_FAILURE_CUTOFF = 3
-# Whole-sweep commands; the others (logs, outputs, register, resume) take one of its trials.
-TRIAL_ONLY = {"logs": "its logs", "outputs": "its outputs", "register": "a model", "resume": "a checkpoint"}
 
 
 class SweepService:
@@ -53,6 +54,8 @@ class SweepService:
         self.submitter = submitter
         self.comparer = comparer
         thread.card_renderers["sweep"] = self.render_card
+        # What closes when a held sweep is cancelled (the registry's void, wired by the composition root).
+        self.on_cancel: list[CancelHook] = []
 
     # --- start ------------------------------------------------------------------------------------
 
@@ -117,6 +120,9 @@ class SweepService:
                 "A sweep cannot be forced: fit its heaviest trial first.",
             )
         run_cmd = RunCommand(recipe=cmd.recipe, presets=cmd.presets, overrides=cmd.overrides, written=cmd.written)
+        unsupported = self.submitter.unsupported(plan, run_cmd)
+        if unsupported is not None:
+            return unsupported  # its trials could not run here either
         verdict = self.submitter.gate.verdict(plan, run_cmd, user=user, submitting=submitting)
         if not verdict.allowed:
             return verdict.refusal or "refused by the preflight gate"
@@ -139,23 +145,23 @@ class SweepService:
         return run if run.kind == "sweep" else None
 
     def refuse_whole_sweep(self, ref: str, subcommand: str) -> None:
-        """`logs`, `outputs`, `register` and `resume` take a trial: say so when given the sweep itself."""
-        if subcommand not in TRIAL_ONLY:
-            return
+        """The kinds table's answer when a run's command (`logs`, `outputs`, `register`, `resume`) is given the sweep
+        itself: it takes one of its trials, the best ranked one named."""
         try:
             run = self.find(ref)
         except RunError:
             return  # the command's own lookup says what is wrong with the reference
         if run is None:
             return
-        trials = self.rows(run)[1]
+        try:
+            trials = self.rows(run)[1]
+        except RunError:
+            trials = []  # no sweep record: the table's answer names a trial by the run's own records
         leader = ranked(trials, 1)
-        example = leader[0].name if leader else (trials[0].name if trials else f"{run.name}-t1")
-        raise RunError(
-            f"`{run.name}` is a sweep: `{subcommand}` takes one of its trials, which have {TRIAL_ONLY[subcommand]}, "
-            f"e.g. `/finetune {subcommand} {example}`{' model=NAME' if subcommand == 'register' else ''}. "
-            f"The leaderboard in the sweep's thread lists them."
-        )
+        example = leader[0].name if leader else (trials[0].name if trials else None)
+        answer = kind_answer(self.deps.sessions, run, Verb(subcommand), example=example)
+        if answer is not None:
+            raise RunError(answer)
 
     def status(self, run: Run) -> Reply:
         """The sweep's card content and its leaderboard (ephemeral)."""
@@ -175,27 +181,34 @@ class SweepService:
         if run.status in ENDED:
             raise RunError(f"sweep `{run.name}` has already {run.status}")
         reason = f"stopped by <@{user}>"
-        stopped = self.stop_sweep(run, reason=reason)
+        held = run.polyaxon_uuid is None
+        stopped = self.stop_sweep(run, reason=reason, user=user)
         with self.deps.sessions() as s:
             repos.add_audit(s, user=user, channel=run.channel, command=f"stop {run.name}", outcome="ok", run_id=run.id)
+        if held:  # cancelled before Polyaxon had it: its one message is posted (approval voided with it)
+            return Reply(text=f"Cancelled sweep `{run.name}` before it reached Polyaxon.")
         self.thread.post_thread(
             run, f":octagonal_sign: Stop requested by <@{user}>: the matrix and {stopped} trial(s).", purpose="stop"
         )
         return Reply(text=f"Stopping sweep `{run.name}` and its {stopped} unfinished trial(s).")
 
-    def stop_sweep(self, run: Run, *, reason: str) -> int:
-        """Stop the matrix run; Polyaxon stops its running trials and those not started. How many had not ended."""
+    def stop_sweep(self, run: Run, *, reason: str, user: str | None = None) -> int:
+        """Stop the matrix run; Polyaxon stops its running trials and those not started. How many had not ended.
+
+        A sweep still held (over budget) is cancelled instead, and what waited on it (its approval request) is
+        closed by `on_cancel` in the same message, as `RunControl.stop` does for a run."""
         with self.deps.sessions() as s:
             sweep = repos.get_sweep(s, run_id=run.id or 0)
             if sweep is not None and sweep.stop_reason is None:
                 repos.update_sweep(s, sweep, stop_reason=reason)
             trials = list(repos.sweep_trials(s, sweep_run_id=run.id or 0))
         if run.polyaxon_uuid is None:
+            closed = [said for hook in self.on_cancel if (said := hook(run, user or "the bot"))]
             self.thread.transition(
                 run,
                 status="stopped",
                 message=reason,
-                text=f":octagonal_sign: Cancelled before it reached Polyaxon ({reason}).",
+                text=" ".join([f":octagonal_sign: Cancelled before it reached Polyaxon ({reason}).", *closed]),
                 pending_operation=None,
             )
             return 0

@@ -1,11 +1,13 @@
 """Accounting: a run's accelerator-hours from its recorded status times, clipped to a period. Pure.
 
-A run holds its accelerators while Polyaxon says it is running (`running`, `processing`, `warning`): from a
-recorded transition into one of those to the next transition out, or to its finish (Polyaxon's `finished_at`),
-or to now while it still runs. Polyaxon's `started_at` moves the first interval's start earlier when the
-watcher saw the run running late, and stands in alone for a run that started and ended between two ticks (or a
-sweep trial, whose status the bot mirrors without events). Retries are runs of their own, attributed to their
-first attempt's requester, recipe and presets like every attempt; preflights and serving checks count too.
+A run holds its accelerators while Polyaxon says it is running (`running`, `processing`, `warning`, and
+`stopping` after those: its processes live until they are killed): from a recorded transition into one of those
+to the next transition out, or to now while it still runs. The watcher sees each transition up to a tick late,
+so Polyaxon's own stamps bound the running: `started_at` moves the first start earlier (and stands in alone for a
+run that started and ended between two ticks, or a sweep trial, whose status the bot mirrors without events) and
+`finished_at` ends it. `running_seconds` is the one measure of a run's running time: the card's "ran" and its
+unit-hours both come from it. Retries are runs of their own, attributed to their first attempt's requester,
+recipe and presets like every attempt; preflights and serving checks count too.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 HOLDING = frozenset({"running", "processing", "warning"})
+# A stop asked of a running run: its processes hold what they asked for until they exit (SIGTERM, then SIGKILL).
+STILL_HOLDING = HOLDING | {"stopping"}
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,7 @@ def running_intervals(
     for status, at in sorted(events, key=lambda e: e[1]):
         if status in HOLDING and opened is None:
             opened = at
-        elif status not in HOLDING and opened is not None:
+        elif status not in STILL_HOLDING and opened is not None:
             intervals.append(Interval(opened, max(opened, at)))
             opened = None
     end = finished_at or now
@@ -56,7 +60,22 @@ def running_intervals(
             intervals.append(Interval(started_at, max(started_at, end)))
         elif started_at < intervals[0].start:
             intervals[0] = Interval(started_at, intervals[0].end)
+    if finished_at is not None:
+        # The end was observed a tick after Polyaxon stamped it: the run stopped holding at `finished_at`.
+        intervals = [Interval(i.start, min(i.end, finished_at)) for i in intervals if i.start < finished_at]
     return intervals
+
+
+def running_seconds(
+    events: Sequence[tuple[str, datetime]],
+    *,
+    started_at: datetime | None,
+    finished_at: datetime | None,
+    now: datetime,
+) -> float:
+    """How long the run held what it asked for: the card's "ran" and the base of its unit-hours."""
+    spans = running_intervals(events, started_at=started_at, finished_at=finished_at, now=now)
+    return sum((span.end - span.start).total_seconds() for span in spans)
 
 
 def unit_hours(intervals: Iterable[Interval], count: float, start: datetime, end: datetime) -> float:

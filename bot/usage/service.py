@@ -17,7 +17,7 @@ from bot.catalog import Plan
 from bot.grammar import BudgetCommand, CommandError, UsageCommand
 from bot.runs import Reply, RunError
 from bot.runs.deps import RunDeps
-from bot.usage.accounting import UsageRow, group_usage, period_bounds, run_usage, running_intervals
+from bot.usage.accounting import UsageRow, group_usage, period_bounds, run_usage, running_seconds
 from bot.usage.estimate import Estimate, Sample, estimate, work_units
 from bot.usage.render import NOTICE_LEVEL, BudgetState, render_budget, render_usage, top_spenders
 from storage import repos
@@ -65,14 +65,16 @@ class UsageService:
     # --- after ------------------------------------------------------------------------------------
 
     def settle(self, run: Run) -> Run:
-        """Store an ended run's unit-hours with it (the card shows them); the run as stored now."""
+        """Store an ended run's running seconds and unit-hours with it (the card shows both); the run as stored now."""
         if not run.cost:
             return run
         with self.deps.sessions() as s:
             fresh = repos.get_run(s, run_id=run.id or 0) or run
             profile = dict(fresh.cost or {})
-            hours = self._ran_s(s, fresh) * float(profile.get("count") or 0) / 3600.0
-            cost = {**profile, "used_hours": hours}
+            seconds = self._ran_s(s, fresh)
+            hours = seconds * float(profile.get("count") or 0) / 3600.0
+            # The card says "ran" from `used_s`: what it shows and what the hours count are one number.
+            cost = {**profile, "used_s": seconds, "used_hours": hours}
             if profile.get("price") is not None:
                 cost["used_money"] = hours * float(profile["price"])
             return repos.update_run(s, fresh, cost=cost)
@@ -80,8 +82,7 @@ class UsageService:
     def _ran_s(self, session: Session, run: Run) -> float:
         """Seconds the run held what it asked for, from its status events and Polyaxon's stamps."""
         events = [(e.status, e.observed_at) for e in repos.list_status_events(session, run_id=run.id or 0)]
-        spans = running_intervals(events, started_at=run.started_at, finished_at=run.finished_at, now=self.deps.clock())
-        return sum((span.end - span.start).total_seconds() for span in spans)
+        return running_seconds(events, started_at=run.started_at, finished_at=run.finished_at, now=self.deps.clock())
 
     def rows(self, channel: str | None, period: str, by: str) -> tuple[list[UsageRow], datetime, datetime]:
         """Usage rows of a channel (or all) for the current period, and the period's start and now."""

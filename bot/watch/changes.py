@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from bot.polyaxon import RemoteView
+from bot.polyaxon import ProjectMissingError, RemoteView
 
 if TYPE_CHECKING:
     from bot.polyaxon import PolyaxonGateway, RunInfo
@@ -68,7 +68,10 @@ class ChangeFeed:
         now = self.clock()
         if self._cursor is None or self._synced_at is None or now - self._synced_at >= self.resync_every:
             return self._full(now)
-        listed = self.gateway.list_changed_runs(self._cursor - OVERLAP, page_size=self.page_size)
+        try:
+            listed = self.gateway.list_changed_runs(self._cursor - OVERLAP, page_size=self.page_size)
+        except ProjectMissingError:
+            return self._full(now)  # the whole project went: a full list says so, and every run is read once
         self._cursor = next_cursor(self._cursor, listed, self.page_size)
         requests = pages(len(listed), self.page_size)
         return RemoteView({info.uuid: info for info in listed}, complete=False, requests=requests)
@@ -79,8 +82,13 @@ class ChangeFeed:
 
     def _full(self, now: datetime) -> RemoteView:
         # The cursor is read first: a change after it is listed by the next tick, whatever this list misses.
-        cursor = self.gateway.last_change()
-        listed = self.gateway.list_active_runs(page_size=self.page_size)
+        try:
+            cursor = self.gateway.last_change()
+            listed = self.gateway.list_active_runs(page_size=self.page_size)
+        except ProjectMissingError:
+            # A replaced server (or the project deleted in its UI) has none of the active runs: an empty complete
+            # list, so the watcher reads each one once and marks what Polyaxon no longer has as lost.
+            cursor, listed = None, []
         self._cursor = cursor
         self._synced_at = now
         requests = 1 + pages(len(listed), self.page_size)

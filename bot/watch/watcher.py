@@ -12,19 +12,22 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from bot.failures import WAITING, FailureService, condition_key
 from bot.redact import redact
 from bot.runs import RunService
+from bot.runs.parked import tell_parked
 from bot.slack.blocks import escape
 from bot.watch.changes import RESYNC_EVERY, ChangeFeed
+from bot.watch.lost import LostWatch
+from bot.watch.passes import WATCH_RUN, TickPasses, TickStats
 from bot.watch.progress import RUNNING, Progress
 from bot.watch.report import checkpoint_step, final_eval, metrics_text, resumed_text
 from storage import repos
-from storage.models import Run, utcnow
+from storage.models import Run
 
 if TYPE_CHECKING:
     from bot.polyaxon import RemoteView, RunInfo
@@ -39,21 +42,6 @@ log = logging.getLogger(__name__)
 # A transition recorded less than this long ago may be being told right now by the thread that recorded it (a
 # command's, or another replica's): only older unposted ones are a crash's leftovers to tell.
 RECOVER_AFTER = timedelta(seconds=10)
-
-
-@dataclass
-class TickStats:
-    """What one tick did (the benchmark and tests read it)."""
-
-    active: int = 0
-    polyaxon_requests: int = 0
-    transitions: int = 0
-    stuck_flagged: int = 0
-    recovered_posts: int = 0
-    refreshed: int = 0
-    card_edits: int = 0
-    seconds: float = 0.0
-    errors: list[str] = field(default_factory=list)
 
 
 class Watcher:
@@ -91,41 +79,20 @@ class Watcher:
         self.clock = clock
         self.feed = ChangeFeed(runs.gateway, clock=clock, resync_every=resync_every)
         self.progress = Progress(runs, stuck_after=stuck_after, mention=self.failures.mention)
+        self.lost = LostWatch(runs)
 
     def tick(self) -> TickStats:
-        """One pass: retry pending submissions, tell unposted transitions, poll, report changes, settle preflights."""
+        """One pass: tell unposted transitions, retry pending submissions, poll, report changes, settle the rest.
+
+        Every pass and every item in it is isolated (bot.watch.passes, bot.background): a failing one is
+        recorded, backed off and at last parked, and never keeps the others from moving.
+        """
         started = time.perf_counter()
         stats = TickStats()
-        self._recover_unposted(stats)
-        pending = self.runs.retry_pending()
-        stats.transitions += pending
-        # Failed attempts whose retry was decided but not started (a crash, Polyaxon down) start here.
-        retried, retry_errors = self.failures.retry_due(self.clock())
-        stats.transitions += retried
-        stats.errors += retry_errors
-        if self.registry is not None:
-            # Approved requests whose registration failed (Polyaxon down) register here, once it is back.
-            self._retry_registrations(stats)
-        remote = self._poll(stats)
-        if self.sweeps is not None:
-            # Sweeps are followed as wholes: one request per sweep lists its trials, whatever their number.
-            followed = self.sweeps.follow(remote, self.still_leader)
-            stats.polyaxon_requests += followed.polyaxon_requests
-            stats.transitions += followed.transitions
-            stats.errors += followed.errors
-        if self.preflights is not None:
-            # Every preflight whose run has ended (in this tick, or before a restart) is settled here, once: its
-            # report is the gate's evidence at once.
-            stats.transitions += self.preflights.settle()
-        if self.release is not None:
-            # Ended serving checks are settled (report, verdict, the promotion request), stage moves Polyaxon
-            # refused are retried, and due webhook events go out: never blocking an approval.
-            changed, delivery = self.release.tick()
-            stats.transitions += changed
-            if delivery.failed:
-                stats.errors.append(f"release webhook: {delivery.failed} event(s) not delivered, retried with backoff")
-        # Card edits held back (Slack's pace, a 429) go now with each card's newest state, where they may.
-        stats.card_edits = self.runs.thread.flush_cards()
+        passes = TickPasses(self, stats)
+        passes.before_poll()
+        remote = passes.run("poll", lambda: self._poll(stats))
+        passes.after_poll(remote)
         stats.seconds = time.perf_counter() - started
         return stats
 
@@ -174,6 +141,7 @@ class Watcher:
         except GatewayError as exc:
             log.warning("watcher: waiting runs: %s", exc)
             stats.errors.append(f"waiting runs: {exc}")
+        watching = self.runs.deps.items.batch(WATCH_RUN, [str(run.id) for run in active])
         for run in active:
             if not self.still_leader():
                 # Another replica took the watcher over: it reports the rest, from the same database.
@@ -181,33 +149,30 @@ class Watcher:
                 return remote
             if remote.unchanged(run.polyaxon_uuid or ""):
                 continue  # nothing new in Polyaxon: the database already says what it says
-            try:
-                self._watch_one(run, remote, now, stats)
-            except GatewayError as exc:
-                log.warning("watcher: run %s: %s", run.name, exc)
-                stats.errors.append(f"{run.name}: {exc}")
+            # Each run on its own: one that keeps failing (a channel the bot cannot post to, a bug) is backed off
+            # and at last parked, and told; the others' cards move on.
+            tried = watching.attempt(
+                str(run.id),
+                partial(self._watch_one, run, remote, now, stats),
+                run_id=run.id,
+                tell=partial(self._gave_up, run),
+            )
+            if tried.error is not None:
+                stats.errors.append(f"{run.name}: {tried.error}")
         stats.stuck_flagged += self.progress.flag_stuck(active, now)
         return remote
-
-    def _retry_registrations(self, stats: TickStats) -> None:
-        from bot.polyaxon import GatewayError
-
-        assert self.registry is not None
-        self.registry.expire_due()
-        try:
-            self.registry.retry_pending()
-        except GatewayError as exc:
-            log.warning("watcher: registration retry: %s", exc)
-            stats.errors.append(str(exc))
 
     # --- one run -----------------------------------------------------------------------------------
 
     def _watch_one(self, run: Run, remote: RemoteView, now: datetime, stats: TickStats) -> None:
         uuid = run.polyaxon_uuid or ""
         info = remote.get(uuid)
-        if info is None:  # a full list without it: it ended (or was deleted); read its final state once
-            info = self.gateway.get_run(uuid, with_conditions=True)
+        if info is None:  # a full list without it: it ended, or Polyaxon no longer has it (recorded lost)
+            info = self.lost.read_missing(run)
             stats.polyaxon_requests += 2
+            if info is None:
+                stats.transitions += 1
+                return
         run = self._note_outputs(run, info)
         if info.status != run.status:
             if not info.conditions:  # a listed run does not carry them: the transition's reason is in them
@@ -294,15 +259,6 @@ class Watcher:
                 self.runs.thread.post_thread(run, resumed, purpose="resumed")
         return run
 
-    def _recover_unposted(self, stats: TickStats) -> None:
-        """Tell transitions that were recorded but not posted (the bot died between the two)."""
-        with self.sessions() as s:
-            # Recorded with the database's clock (storage.models.utcnow), so compared with it, not the watcher's.
-            pending = list(repos.unposted_status_events(s, before=utcnow() - self.recover_after))
-        for event, run in pending:
-            # The bot may have died after the post and before noting it: tell_transition reads the thread back.
-            if self.runs.thread.tell_transition(
-                run, event_id=event.id or 0, status=event.status, text=f"Status: *{event.status}*", recovering=True
-            ):
-                stats.recovered_posts += 1
-            self.runs.thread.update_card(run, force=True)
+    def _gave_up(self, run: Run, error: str) -> None:
+        """Watching the run is parked: its thread hears it (else its requester); the others go on."""
+        tell_parked(self.runs.deps, self.runs.thread, run, what="watching it", error=error)

@@ -19,10 +19,19 @@ from storage.repos.approvals import (
     update_approval_request,
 )
 from storage.repos.audit import add_audit, list_audit, list_audit_for_run
+from storage.repos.background import (
+    clear_item_failure,
+    count_item_failures,
+    item_failures,
+    list_item_failures,
+    mark_item_told,
+    record_item_failure,
+)
 from storage.repos.common import DuplicateError, dialect_insert
 from storage.repos.deliveries import (
     admit_delivery,
     claim_delivery,
+    delivery_row,
     finish_delivery,
     forget_delivery,
     purge_deliveries,
@@ -78,6 +87,7 @@ from storage.repos.release import (
 )
 from storage.repos.runs import (
     ACTIVE_STATUSES,
+    LOST_STATUS,
     TERMINAL_STATUSES,
     ActiveHead,
     active_run_heads,
@@ -119,6 +129,7 @@ from storage.repos.usage import (
 
 __all__ = [
     "ACTIVE_STATUSES",
+    "LOST_STATUS",
     "TERMINAL_STATUSES",
     "ActiveHead",
     "DuplicateError",
@@ -134,8 +145,10 @@ __all__ = [
     "claim_delivery",
     "claim_digest_slot",
     "claim_held_run",
+    "clear_item_failure",
     "complete_digest_post",
     "confirmed_run_with_pins",
+    "count_item_failures",
     "create_approval_request",
     "create_preflight",
     "create_registration",
@@ -144,6 +157,7 @@ __all__ = [
     "create_sweep",
     "delete_budget",
     "delete_digest_schedule",
+    "delivery_row",
     "dialect_insert",
     "digest_registrations",
     "digest_runs",
@@ -166,6 +180,7 @@ __all__ = [
     "get_runs",
     "get_serving_check",
     "get_sweep",
+    "item_failures",
     "last_digest_at",
     "latest_preflight",
     "latest_serving_check",
@@ -176,11 +191,13 @@ __all__ = [
     "list_audit",
     "list_audit_for_run",
     "list_digest_schedules",
+    "list_item_failures",
     "list_recent_runs",
     "list_registrations",
     "list_release_events",
     "list_stage_changes",
     "list_status_events",
+    "mark_item_told",
     "mark_status_event_posted",
     "measured_runs",
     "newest_attempt_on_card",
@@ -193,6 +210,7 @@ __all__ = [
     "purge_deliveries",
     "recent_sweeps",
     "record_delivery",
+    "record_item_failure",
     "record_notice",
     "record_posted_message",
     "record_status",

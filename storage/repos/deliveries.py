@@ -24,12 +24,9 @@ def record_delivery(session: Session, *, key: str, kind: str) -> bool:
     return insert_once(session, table, values, keys=["key"]) is not None
 
 
-def admit_delivery(
-    session: Session, *, key: str, kind: str, payload: dict[str, Any], holder: str, now: datetime
-) -> bool:
-    """Record a delivery before it is acked, as `received` by `holder`; True when it is new (race-free)."""
-    table = Delivery.__table__  # type: ignore[attr-defined]
-    values = {
+def delivery_row(*, key: str, kind: str, payload: dict[str, Any], holder: str, now: datetime) -> dict[str, Any]:
+    """The `deliveries` row an admit records: `received` by `holder`, its first attempt."""
+    return {
         "key": key,
         "kind": kind,
         "received_at": now,
@@ -38,6 +35,14 @@ def admit_delivery(
         "holder": holder,
         "attempts": 1,
     }
+
+
+def admit_delivery(
+    session: Session, *, key: str, kind: str, payload: dict[str, Any], holder: str, now: datetime
+) -> bool:
+    """Record a delivery before it is acked, as `received` by `holder`; True when it is new (race-free)."""
+    table = Delivery.__table__  # type: ignore[attr-defined]
+    values = delivery_row(key=key, kind=kind, payload=payload, holder=holder, now=now)
     return insert_once(session, table, values, keys=["key"]) is not None
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlmodel import Session, col, func, or_, select
+from sqlmodel import Session, and_, col, func, not_, or_, select
 
 from storage.models import Approval, ApprovalRequest, DigestPost, DigestSchedule, Registration, Run, Sweep, utcnow
 from storage.repos.common import insert_once
-from storage.repos.runs import ACTIVE_STATUSES
+from storage.repos.runs import ACTIVE_STATUSES, TERMINAL_STATUSES
 
 
 def upsert_digest_schedule(
@@ -95,11 +95,16 @@ def digest_runs(session: Session, *, channel: str, since: datetime) -> Sequence[
 def open_approval_requests(
     session: Session, *, channel: str | None, limit: int | None = None
 ) -> Sequence[tuple[ApprovalRequest, Run, list[str]]]:
-    """Two queries: open approval requests (of a channel, or all: `None`) with their run and who approved so far."""
+    """Two queries: open approval requests (of a channel, or all: `None`) with their run and who approved so far.
+
+    A request whose run ended without ever reaching Polyaxon (a held run cancelled) waits for nothing, whatever
+    its row still says: it is left out, so no digest or App Home asks anyone to decide on it.
+    """
+    ended_unsubmitted = and_(col(Run.status).in_(list(TERMINAL_STATUSES)), col(Run.polyaxon_uuid).is_(None))
     stmt = (
         select(ApprovalRequest, Run)
         .join(Run, col(Run.id) == col(ApprovalRequest.run_id))
-        .where(ApprovalRequest.status == "open")
+        .where(ApprovalRequest.status == "open", not_(ended_unsubmitted))
         .order_by(col(ApprovalRequest.created_at))
     )
     if channel is not None:

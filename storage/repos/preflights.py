@@ -71,6 +71,7 @@ def confirmed_run_with_pins(session: Session, *, recipe_name: str, pins: dict[st
     statement = (
         select(Run)
         .where(Run.recipe_name == recipe_name, Run.kind == "train", col(Run.outputs_confirmed_at).is_not(None))
+        .where(Run.status != "lost")  # confirmed once, but Polyaxon no longer has it: no evidence
         .order_by(col(Run.outputs_confirmed_at).desc())
     )
     for run in session.exec(statement).all():

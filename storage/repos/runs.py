@@ -36,7 +36,12 @@ ACTIVE_STATUSES = frozenset(
         "awaiting_approval",
     }
 )
-TERMINAL_STATUSES = frozenset({"succeeded", "failed", "stopped", "skipped", "upstream_failed", "done", "submit_failed"})
+# Polyaxon no longer has the run (deleted there, or the server was replaced): the bot's own terminal status, told
+# once; nothing reads the run from Polyaxon again and no gate takes it as evidence.
+LOST_STATUS = "lost"
+TERMINAL_STATUSES = frozenset(
+    {"succeeded", "failed", "stopped", "skipped", "upstream_failed", "done", "submit_failed", LOST_STATUS}
+)
 
 
 def create_run(session: Session, **fields: Any) -> Run:

@@ -127,3 +127,12 @@ def test_groups_are_constructed_directly_in_tests() -> None:
     with pytest.raises(ValidationError):
         SlackSettings(bot_token=SecretStr("xapp-wrong"))
     assert FinetuneSettings(approvers=["U1A", "S2B"]).approvers == ["U1A", "S2B"]
+
+
+def test_unsupported_run_kinds_are_read_lower_cased_and_checked(clean_env: pytest.MonkeyPatch) -> None:
+    assert FinetuneSettings().unsupported_run_kinds == []
+    clean_env.setenv("FINETUNE_UNSUPPORTED_RUN_KINDS", " PyTorchJob, mpijob ")
+    assert FinetuneSettings().unsupported_run_kinds == ["pytorchjob", "mpijob"]
+    clean_env.setenv("FINETUNE_UNSUPPORTED_RUN_KINDS", "pytorchjob,tf job")
+    with pytest.raises(ValidationError, match="expected Polyaxon run kinds such as pytorchjob,mpijob, got tf job"):
+        FinetuneSettings()

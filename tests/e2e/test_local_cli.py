@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import signal
+import sqlite3
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from bot.local.polyaxon.procs import start_ticks
 from tests.e2e.conftest import REPO
 
 pytestmark = [pytest.mark.polyaxon, pytest.mark.trainer]
@@ -150,3 +157,176 @@ def test_local_sweeps_quickstart_to_one_card_and_a_leaderboard_of_three(tmp_path
     assert "*succeeded* · 3/3 done" in final
     ranks = [line for line in final.splitlines() if line.startswith((":trophy: #1", "#2", "#3"))]
     assert len(ranks) == 3 and all("succeeded · accuracy" in line for line in ranks), final
+
+
+# ---- the session as a newcomer meets it: its store, its processes, its way out ---------------------------
+
+
+def local_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a newcomer's `local`: no FINETUNE_DATABASE_URL, the repository's catalog."""
+    env = {k: v for k, v in os.environ.items() if k != "FINETUNE_DATABASE_URL"}
+    env.update({"FINETUNE_CATALOG_DIR": str(REPO / "manifests"), "POLYAXON_NO_CONFIG": "true"})
+    return env
+
+
+def children(pid: int) -> set[int]:
+    """Every live descendant of `pid` (read from /proc; zombies count as gone)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parents[int(stat.parent.name)] = int(fields[1])
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    """Those of `pids` still running (not gone, not zombies)."""
+    running = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            running.add(pid)
+    return running
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float) -> bool:
+    """Poll `predicate` until it holds or `timeout_s` passes; whether it held."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return predicate()
+
+
+def start_interactive(tmp_path: Path, store: Path) -> tuple[subprocess.Popen[str], list[str]]:
+    """`finetune-bot local` with its stdin held open (a person not typing yet), once it says it is ready."""
+    exe = Path(sys.executable).with_name("finetune-bot")
+    proc = subprocess.Popen(
+        [str(exe), "local", "--store", str(store)],
+        cwd=tmp_path,
+        env=local_env(tmp_path),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    seen: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            seen.append(line)
+            if line.startswith("» ready"):
+                ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    if not ready.wait(120):
+        proc.kill()
+        raise AssertionError("".join(seen)[-3000:])
+    return proc, seen
+
+
+def test_local_keeps_its_database_in_the_store_and_stops_what_a_dead_session_left(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    # A server an earlier session left running when it was killed (an orphan, its session gone).
+    orphan = subprocess.Popen(["sh", "-c", "sleep 300 & echo $!"], stdout=subprocess.PIPE, text=True)
+    assert orphan.stdout is not None
+    stale = int(orphan.stdout.readline())
+    orphan.wait()
+    pid_files = store / "polyaxon" / ".local"
+    pid_files.mkdir(parents=True)
+    (pid_files / "server.pid").write_text(
+        json.dumps({"role": "server", "pid": stale, "start_ticks": start_ticks(stale), "session": orphan.pid,
+                    "session_ticks": 1, "port": 8123})
+    )  # fmt: skip
+    exe = Path(sys.executable).with_name("finetune-bot")
+    done = subprocess.run(
+        [str(exe), "local", "--store", str(store), "--script", "-"],
+        cwd=tmp_path,  # a working folder of the newcomer's own: nothing of the session may land there
+        env=local_env(tmp_path),
+        input="/finetune status\nhelp\n",
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    out = done.stdout
+    assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
+    database = store.resolve() / "finetune-bot.db"
+    assert f"» created the bot's database {database}" in out, out[:2000]
+    assert f"the bot's database is {database}" in out
+    assert database.is_file() and not list(tmp_path.glob("*.db"))
+    with sqlite3.connect(database) as db:
+        assert db.execute("select count(*) from deliveries").fetchone()[0] >= 1  # `/finetune status` was recorded
+    assert f"» stopped a Polyaxon server (pid {stale}, port 8123) that an earlier session left running" in out, out
+    assert wait_until(lambda: not alive({stale}), 15)
+    assert "form run" in out.split("» Lines this shell understands", 1)[-1]
+
+
+def test_local_refuses_a_store_another_live_session_uses(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with subprocess.Popen(["sleep", "300"]) as theirs:
+        pid_files = store / "polyaxon" / ".local"
+        pid_files.mkdir(parents=True)
+        me = os.getpid()
+        (pid_files / "server.pid").write_text(
+            json.dumps({"role": "server", "pid": theirs.pid, "start_ticks": start_ticks(theirs.pid), "session": me,
+                        "session_ticks": start_ticks(me), "port": None})
+        )  # fmt: skip
+        exe = Path(sys.executable).with_name("finetune-bot")
+        done = subprocess.run(
+            [str(exe), "local", "--store", str(store), "--script", "-"],
+            cwd=tmp_path,
+            env=local_env(tmp_path),
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+        assert f"the store {store.resolve() / 'polyaxon'} is in use: another session (pid {me}" in done.stderr
+        assert "stop that session first, or pass another --store" in done.stderr
+        assert "Traceback" not in done.stderr and theirs.poll() is None  # theirs is left alone
+        theirs.kill()
+
+
+def test_ctrl_c_ends_local_with_one_line_and_stops_everything(tmp_path: Path) -> None:
+    proc, seen = start_interactive(tmp_path, tmp_path / "store")
+    started = children(proc.pid)
+    assert len(started) >= 2, started  # the Polyaxon server and its agent
+
+    proc.send_signal(signal.SIGINT)
+    code = proc.wait(timeout=90)
+
+    out = "".join(seen)
+    assert code == 130, out[-3000:]
+    assert out.count("» interrupted (Ctrl-C): stopping the bot and the local Polyaxon stack") == 1, out[-3000:]
+    assert "Aborted!" not in out and "Traceback" not in out and "KeyboardInterrupt" not in out, out[-3000:]
+    assert wait_until(lambda: not alive(started), 15), alive(started)
+
+
+def test_sigkill_of_local_takes_the_polyaxon_server_and_agent_with_it(tmp_path: Path) -> None:
+    proc, _ = start_interactive(tmp_path, tmp_path / "store")
+    started = children(proc.pid)
+    assert len(started) >= 2, started
+
+    proc.kill()
+    proc.wait(timeout=10)
+
+    # Nobody is left to stop them in order: the kernel's parent-death signal must.
+    assert wait_until(lambda: not alive(started), 15), [
+        Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ") for pid in alive(started)
+    ]

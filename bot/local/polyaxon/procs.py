@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -41,3 +43,45 @@ def group_alive(pgid: int) -> bool:
         return True
     except (ProcessLookupError, PermissionError):
         return False
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent() -> Callable[[], None]:
+    """A `preexec_fn` that makes the child die (SIGKILL) when the thread that spawned it ends.
+
+    A process group goes down together only when someone signals it; after a SIGKILL of the supervisor nobody
+    does, so the kernel must: PR_SET_PDEATHSIG. It fires when the spawning *thread* exits, so spawn from a
+    thread that lives as long as the child (the main thread, or the thread that waits on it).
+    """
+    import ctypes
+
+    # Looked up before the fork: the child only makes the call.
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # The parent may have died between the fork and the prctl: then no signal would ever come.
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
+def parent_pid(pid: int) -> int | None:
+    """The process's parent pid (None when it does not exist)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def command_line(pid: int) -> str:
+    """The process's command line, arguments joined by spaces ("" when it does not exist)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+from bot.local.polyaxon import leftovers
 from bot.local.polyaxon.config import (
     AGENT_SETTINGS_ENV,
     AgentSettings,
@@ -26,6 +27,7 @@ from bot.local.polyaxon.config import (
     artifacts_store_connection,
     default_connections,
 )
+from bot.local.polyaxon.procs import die_with_parent
 
 _log = logging.getLogger(__name__)
 
@@ -51,6 +53,16 @@ def api_is_up(host: str, timeout_s: float = 2.0) -> bool:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError, TimeoutError):
         return False
+
+
+def port_in_use(port: int) -> bool:
+    """Whether something already listens on 127.0.0.1:`port`."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
 
 
 def _stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
@@ -107,6 +119,8 @@ class LocalPolyaxonStack:
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
         self._lock = threading.Lock()
+        # What start found left running on the store by an earlier session and stopped, one line each.
+        self.leftovers_stopped: list[str] = []
 
     # Public API -----------------------------------------------------------------------------
 
@@ -138,8 +152,14 @@ class LocalPolyaxonStack:
             folder.mkdir(parents=True, exist_ok=True)
         for connection in self.connections:
             connection.host_path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.leftovers_stopped = leftovers.clear(self.layout, self.store)
+        except leftovers.StoreInUseError as exc:
+            raise StackError(str(exc)) from exc
         if self.port is None:
             self.port = free_port()
+        elif port_in_use(self.port):
+            raise StackError(f"port {self.port} is already in use by another process: pick another --port")
         self._stopping.clear()
         try:
             self._start_server()
@@ -156,16 +176,20 @@ class LocalPolyaxonStack:
     def stop(self) -> None:
         """Stop the agent (which stops its runs), any job group left, then the server."""
         self._stopping.set()
-        if self._watcher is not None and self._watcher is not threading.current_thread():
-            self._watcher.join(timeout=5)
         with self._lock:
             if self._agent is not None:
                 _stop_group(self._agent, grace_s=self.stop_grace_s + 15)
                 self._agent = None
-            self._kill_leftover_jobs()
+                leftovers.forget(self.layout.local, "agent")
+            leftovers.kill_jobs(self.layout.jobs, drop_records=True)
             if self._server is not None:
                 _stop_group(self._server, grace_s=15)
                 self._server = None
+                leftovers.forget(self.layout.local, "server")
+        # Only now: a process the watcher restarted dies with the watcher's thread (parent-death signal), so the
+        # thread must outlive the orderly stop above.
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join(timeout=5)
 
     def wait_for_agent_restart(self, previous_pid: int, timeout_s: float = 60.0) -> int:
         """Block until the watcher has replaced agent `previous_pid`; return the new pid."""
@@ -213,9 +237,17 @@ class LocalPolyaxonStack:
             "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1", "--path", str(self.store),
         ]  # fmt: skip
         self._server = subprocess.Popen(
-            argv, env=env, cwd=self.store, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            argv,
+            env=env,
+            cwd=self.store,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),  # a SIGKILL of this process must not leave the server behind
         )
         log.close()
+        leftovers.record(self.layout.local, "server", self._server.pid, port=self.port)
 
     def _wait_for_api(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
@@ -257,8 +289,10 @@ class LocalPolyaxonStack:
             stdout=log,
             stderr=log,
             start_new_session=True,
+            preexec_fn=die_with_parent(),  # the agent (and through it its jobs) dies with this process
         )
         log.close()
+        leftovers.record(self.layout.local, "agent", self._agent.pid)
 
     def _watch(self) -> None:
         """Restart the agent when it dies, and the server when it dies (same port, same store)."""
@@ -275,7 +309,7 @@ class LocalPolyaxonStack:
                 if self._agent is not None and self._agent.poll() is not None:
                     _log.warning("local agent exited with %s: restarting", self._agent.returncode)
                     self._agent = None
-                    self._kill_leftover_jobs(report=False)
+                    leftovers.kill_jobs(self.layout.jobs, drop_records=False)
                     time.sleep(min(backoff, 10.0))
                     backoff = min(backoff * 2, 10.0)
                     if self._stopping.is_set():
@@ -284,24 +318,6 @@ class LocalPolyaxonStack:
                     self._start_agent()
                 elif self._agent is not None:
                     backoff = 1.0
-
-    def _kill_leftover_jobs(self, report: bool = True) -> None:
-        """SIGKILL job process groups no agent owns any more (the new agent reports their runs)."""
-        jobs = self.layout.jobs
-        if not jobs.is_dir():
-            return
-        from bot.local.polyaxon.procs import kill_recorded_group
-
-        for record_path in jobs.glob("*.json"):
-            try:
-                record = json.loads(record_path.read_text())
-                pgid = int(record["pgid"])
-            except (OSError, ValueError, KeyError):
-                continue
-            kill_recorded_group(pgid, record.get("start_ticks"), signal.SIGKILL)
-            if report:
-                # The stack is going away: nobody will report these runs, drop the records.
-                record_path.unlink(missing_ok=True)
 
     def _log_tail(self, name: str, lines: int = 30) -> str:
         path = self.layout.logs / name

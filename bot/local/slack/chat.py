@@ -31,8 +31,9 @@ def check_message(args: dict[str, Any], *, require_content: bool = True) -> tupl
 
 
 def post_message(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
-    """chat.postMessage, as the bot."""
-    ch = ws.channel(args.get("channel"))
+    """chat.postMessage, as the bot (to a user id: in the bot's direct messages with that user, as Slack does)."""
+    target = str(args.get("channel") or "")
+    ch = ws.direct_message(target) if target.startswith(("U", "W")) else ws.channel(target)
     if BOT_USER_ID not in ch.members:
         raise ApiError("not_in_channel")
     text, blocks = check_message(args)

@@ -10,11 +10,13 @@ from bot.local.slack.state import BOT_USER_ID, ApiError, ApiMethod, Channel, Wor
 
 def channel_json(ws: Workspace, ch: Channel) -> dict[str, Any]:
     """A channel as conversations.info describes it to the bot."""
+    im = ch.id.startswith("D")  # the bot's direct messages with a member (bot.local.slack.state.direct_message)
     return {
         "id": ch.id,
         "name": ch.name,
-        "is_channel": not ch.is_private,
-        "is_group": ch.is_private,
+        "is_channel": not ch.is_private and not im,
+        "is_group": ch.is_private and not im,
+        "is_im": im,
         "is_private": ch.is_private,
         "is_member": BOT_USER_ID in ch.members,
         "is_archived": False,

@@ -50,6 +50,13 @@ def new_event_id() -> str:
     return "Ev" + secrets.token_hex(5).upper()
 
 
+def slash_channel_name(channel_id: str) -> str:
+    """The `channel_name` Slack sends with a slash command: `directmessage` from any direct message."""
+    if channel_id.startswith("D"):
+        return "directmessage"
+    return "ml-training" if channel_id == DEFAULT_CHANNEL else channel_id.lower()
+
+
 def slash_command_fields(
     text: str,
     *,
@@ -66,7 +73,7 @@ def slash_command_fields(
         "team_id": team_id,
         "team_domain": TEAM_DOMAIN,
         "channel_id": channel_id,
-        "channel_name": "ml-training" if channel_id == DEFAULT_CHANNEL else channel_id.lower(),
+        "channel_name": slash_channel_name(channel_id),
         "user_id": user_id,
         "user_name": user_id.lower(),
         "command": command,

@@ -112,6 +112,14 @@ class Workspace:
             raise ApiError("channel_not_found")
         return ch
 
+    def direct_message(self, user_id: str) -> Channel:
+        """The bot's direct messages with a member (opened on first use, as posting to a user id does in Slack)."""
+        self.user(user_id)
+        dm_id = "D" + user_id[1:]
+        if dm_id not in self.channels:
+            self.channels[dm_id] = Channel(dm_id, user_id, {user_id, BOT_USER_ID}, is_private=True)
+        return self.channels[dm_id]
+
     def user(self, user_id: Any) -> dict[str, Any]:
         """A user by id, or the Web API's `user_not_found`."""
         user = self.users.get(str(user_id or ""))

@@ -28,7 +28,9 @@ def test_presets_stack_in_order(catalog: Catalog) -> None:
     # Two presets of one family do not stack: the later one would silently win, so both are named instead.
     with pytest.raises(PlanError, match="presets gpu-1x and gpu-8x both set resources") as refused:
         plan(catalog, "run recipe=sft-qwen-0p5b-lora preset=gpu-1x,gpu-8x")
-    assert refused.value.suggestions == ["gpu-1x", "gpu-8x"]
+    # The suggestions are whole values that plan, not the two names given (issue 33 G).
+    assert refused.value.suggestions == ["preset=gpu-1x", "preset=gpu-8x"]
+    assert "try `preset=gpu-1x` or `preset=gpu-8x`" in refused.value.message
 
 
 def test_each_shipped_preset_has_a_family(catalog: Catalog) -> None:

@@ -258,3 +258,14 @@ def test_failed_runs_say_why_and_whether_a_retry_took_over() -> None:
     text = text_of(compose_digest(DigestData(channel="C1", since=SINCE, runs=[oom, preempted]), NOW))
     assert "`oom-1` (sft-tiny) by <@U0ALICE01> — Out of GPU memory" in text
     assert "Preempted (retried as spot-2)" in text
+
+
+def test_a_run_cancelled_while_held_for_a_preflight_skip_is_not_shown_as_waiting() -> None:
+    # Issue 33 E: only a run still held waits for a decision; one that ended while held says it was never approved.
+    held = run("ddp-held", "awaiting_approval", finished_at=None, validation="awaiting_approval")
+    ended = run("ddp-cancelled", "stopped", validation="awaiting_approval")
+    text = text_of(compose_digest(DigestData(channel="C1", since=SINCE, runs=[held, ended]), NOW))
+    [held_line] = [line for line in text.split("\\n") if "ddp-held" in line]
+    [ended_line] = [line for line in text.split("\\n") if "ddp-cancelled" in line]
+    assert "held: preflight skip awaiting approval" in held_line
+    assert "preflight skip never approved" in ended_line and "awaiting" not in ended_line

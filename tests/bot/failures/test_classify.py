@@ -6,6 +6,7 @@ import pytest
 
 from bot.failures import Condition, classify, exception_line
 from bot.failures.classify import exit_code_of
+from bot.failures.render import failed_text, failure_record, hint
 
 FAILED = "failed"
 
@@ -244,3 +245,45 @@ def test_exception_line_takes_the_last_traceback_and_ignores_indented_source() -
 def test_long_evidence_is_cut() -> None:
     failure = classify([], ["Traceback (most recent call last):", "ValueError: " + "x" * 1000])
     assert failure.kind == "code" and len(failure.evidence) <= 300 and failure.evidence.endswith("…")
+
+
+# What the agent writes when Polyaxon's converter refuses a run kind (haupt 2.18's sync agent, verbatim shape).
+CONVERTER_REFUSAL = Condition(
+    "failed",
+    "AgentLogger",
+    "Agent failed during compilation with unknown exception.\n"
+    "error: PolyaxonCompilerError('Converter Error. Specification with run kind: pytorchjob is not supported in "
+    "this deployment version.')\n"
+    "Traceback (most recent call last):\n"
+    '  File "/venv/polyaxon/_runner/agent/sync_agent.py", line 255, in prepare_run_resource\n'
+    "polyaxon.exceptions.PolyaxonCompilerError: Converter Error.\n",
+)
+
+
+def test_a_failure_with_no_log_lines_quotes_polyaxons_last_condition() -> None:
+    failure = classify([Condition("queued", "SchedulerPrepare", "Run is queued"), CONVERTER_REFUSAL], [])
+    assert failure.kind == "unsupported", failure
+    assert failure.evidence == (
+        "AgentLogger: Agent failed during compilation with unknown exception. error: PolyaxonCompilerError("
+        "'Converter Error. Specification with run kind: pytorchjob is not supported in this deployment version.')"
+    )
+    assert "no log lines" not in failure.evidence and "Traceback" not in failure.evidence
+
+    other = classify([Condition("failed", "PodFailed", "Pod sandbox changed, it will be killed and re-created.")], [])
+    assert other.kind == "refused"
+    assert other.evidence == "PodFailed: Pod sandbox changed, it will be killed and re-created."
+
+
+def test_the_hint_points_at_an_attached_log_only_when_one_is_attached() -> None:
+    params: dict[str, object] = {}
+    unknown = classify([], ["done with errors"])
+    alone = hint(unknown, params=params, presets=[], recipe="sft-tiny")
+    assert "attached" not in alone and "log tail below" in alone
+    assert "attached file" in hint(unknown, params=params, presets=[], recipe="sft-tiny", attached=True)
+
+    refused = classify([CONVERTER_REFUSAL], [])
+    said = hint(refused, params=params, presets=[], recipe="sft-tiny-ddp")
+    assert "attached" not in said
+    assert "training operator" in said and "`/finetune preflight recipe=sft-tiny-ddp`" in said
+    text = failed_text(failure_record(refused, hint_text=said, retry="no", why="Not retried."), attempt_label="")
+    assert "*Not runnable on this deployment*" in text and "is not supported in this deployment version" in text

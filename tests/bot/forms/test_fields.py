@@ -77,7 +77,7 @@ def test_only_what_differs_from_the_recipe_goes_into_the_command(
     [
         ({"lr": "0.5"}, "lr", "0.5 is out of bounds: float in (0, 0.01]"),
         ({"lr": "fast"}, "lr", "expected float in (0, 0.01]"),
-        ({"max_steps": "1e3"}, "max_steps", "write 1000, not 1e3"),
+        ({"max_steps": "2e2"}, "max_steps", "write 200, not 2e2"),  # within bounds: how to write an int
         ({"scheduler": "cosin"}, "scheduler", "did you mean cosine"),
     ],
     ids=["out-of-bounds", "not-a-number", "int-as-float", "closest-choice"],

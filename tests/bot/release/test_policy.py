@@ -13,11 +13,13 @@ from bot.release.policy import (
     PromotionRules,
     StageRule,
     judge_serving_report,
+    latency_only,
     load_promotion_rules,
     promotion_digest,
     refuse_promotion,
     stage_holders,
 )
+from bot.release.render import render_serving_report
 
 ROOT = Path(__file__).resolve().parents[3]
 DIGEST = "sha256:" + "a" * 64
@@ -141,3 +143,36 @@ def test_the_promotion_digest_changes_with_what_the_approvals_are_for() -> None:
     assert promotion_digest(**{**base, "artifacts": ["eval", "model"]}) == digest, "order does not matter"
     for key, value in (("from_stage", "disabled"), ("check", "2:sha256:x:passed"), ("artifacts", ["model"])):
         assert promotion_digest(**{**base, key: value}) != digest, key
+
+
+BUSY = {"p50": 900.0, "p95": 2688.0, "max": 2688.0}  # a busy machine's first measure (the numbers)
+
+
+def test_a_latency_budget_missed_once_is_judged_on_the_re_measure() -> None:
+    quiet = report(latency_ms=BUSY, latency_remeasured_ms={"p50": 410.0, "p95": 579.0, "max": 579.0})
+    got = verdict(quiet, {"latency_p95_ms": 2000})
+    assert got["latency p95 (ms) <= 2000"] == (True, "2688 measured, 579 re-measured")
+    busy = report(latency_ms=BUSY, latency_remeasured_ms={"p50": 1500.0, "p95": 2301.0, "max": 2301.0})
+    assert verdict(busy, {"latency_p95_ms": 2000})["latency p95 (ms) <= 2000"] == (
+        False,
+        "2688 measured, 2301 re-measured",
+    )
+    # A report from before the re-measure (or a serving image that does not take one) is judged on its one measure.
+    assert verdict(report(latency_ms=BUSY), {"latency_p95_ms": 2000})["latency p95 (ms) <= 2000"] == (False, "2688")
+
+
+def test_the_advice_matches_the_failure() -> None:
+    busy = report(latency_ms=BUSY, latency_remeasured_ms={"p50": 1500.0, "p95": 2301.0, "max": 2301.0})
+    results = judge_serving_report(busy, {"latency_p95_ms": 2000}, run_status="succeeded", prompt_set_digest=DIGEST)
+    assert latency_only(results)
+    text, blocks = render_serving_report(busy, results, label="tiny-chat:v3", check_id=7, stage="staging", run_name="r")
+    assert "blocked by latency alone" in text and "nothing to fix in it" in text
+    assert "`/finetune promote tiny-chat:v3 stage=staging`" in text and "quieter node" in text
+    assert "serving.budgets" in text and "register the new version" not in text
+    assert "blocked by latency alone" in str(blocks[-1])
+
+    wrong = report(latency_ms=BUSY, prompts=[{"id": "a", "passed": False}], expectations_passed=False)
+    results = judge_serving_report(wrong, {"latency_p95_ms": 2000}, run_status="succeeded", prompt_set_digest=DIGEST)
+    assert not latency_only(results)
+    text, _ = render_serving_report(wrong, results, label="tiny-chat:v3", check_id=8, stage="staging", run_name="r")
+    assert "fix the model or the serving setup, register the new version" in text and "latency alone" not in text

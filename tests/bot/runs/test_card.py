@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
 import pytest
 
-from bot.runs.card import CardView, render_card, short_pin
+from bot.runs.card import CardView, card_view, durations_line, render_card, short_pin
+from storage.models import Run
 
 HEX = "0123456789abcdef" * 4
 
@@ -77,3 +81,43 @@ def test_the_card_shows_the_attempt_why_the_last_one_ended_and_this_ones_class_a
     # While it waits, the card says on what; a first attempt of a recipe without retries shows no attempt count.
     waiting = CardView(name="x", recipe="sft-tiny", requester="U1", status="queued", condition="Unschedulable: 0/3")
     assert "*Waiting*: Unschedulable: 0/3" in card_text(waiting) and "attempt" not in card_text(waiting)
+
+
+def test_the_card_says_the_running_time_its_hours_count_and_what_it_held() -> None:
+    created = datetime(2026, 5, 1, tzinfo=UTC)
+    run = Run(
+        name="quickstart-1",
+        polyaxon_uuid="u" * 32,
+        recipe_name="quickstart",
+        recipe_hash="h",
+        requester="U1",
+        channel="C1",
+        status="succeeded",
+        created_at=created,
+        started_at=created + timedelta(seconds=4),
+        finished_at=created + timedelta(seconds=42),
+    )
+    # Settled by the usage service: 38 s measured, 1 core held, so 38 / 3600 core-hours.
+    run.cost = {"unit": "core", "count": 1.0, "used_s": 38.0, "used_hours": 38.0 / 3600}
+    line = durations_line(run, created + timedelta(minutes=5)) or ""
+    assert line == "waited 4 s · ran 38 s · used 0.0106 core-hours (1 core)", line
+    # Two accelerators with a price: the hours are the time shown × 2.
+    run.cost = {"unit": "accelerator", "count": 2.0, "used_s": 38.0, "used_hours": 76.0 / 3600, "used_money": 0.06}
+    run.cost["currency"] = "USD"
+    assert "ran 38 s · used 0.0211 accelerator-hours (2 accelerators, 0.06 USD)" in (durations_line(run, created) or "")
+
+
+@pytest.mark.parametrize(
+    ("params", "step", "shown"),
+    [
+        ({"epochs": 3}, 3, "epoch 3/3"),
+        ({"max_steps": 60, "epochs": 1}, 30, "step 30/60"),
+        ({}, 7, "step 7"),
+        ({"epochs": True}, 2, "step 2"),
+    ],
+    ids=["quickstart-epochs", "trainer-steps", "no-total", "not-a-count"],
+)
+def test_the_card_counts_progress_in_what_the_recipe_trains_by(params: dict[str, Any], step: int, shown: str) -> None:
+    run = Run(name="q-1", recipe_name="quickstart", recipe_hash="h", requester="U1", channel="C1", status="succeeded")
+    run.params, run.last_step = params, step
+    assert shown in card_text(card_view(run, polyaxon_url=None))

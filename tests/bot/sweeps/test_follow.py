@@ -279,7 +279,7 @@ def test_a_sweep_cancelled_before_polyaxon_had_it_is_summed_up_once_and_no_longe
     with sessions() as s:
         pending = repos.get_run(s, run_id=run.id or 0)
     assert pending is not None
-    assert sweeps.stop(pending, user="U0ALICE01").text.startswith("Stopping sweep")
+    assert sweeps.stop(pending, user="U0ALICE01").text.startswith("Cancelled sweep")  # held: never in Polyaxon
     watcher.tick()
     watcher.tick()
     thread = [str(m["text"]) for m in standin.replies(DEFAULT_CHANNEL, run.card_ts or "")]

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.usage.accounting import HOLDING, Interval, period_bounds, running_intervals, unit_hours
+from bot.usage.accounting import HOLDING, Interval, period_bounds, running_intervals, running_seconds, unit_hours
 
 T0 = datetime(2026, 11, 2, tzinfo=UTC)  # a Monday
 STATUSES = ["queued", "starting", "running", "processing", "warning", "retrying", "stopping", "succeeded", "failed"]
@@ -81,3 +81,36 @@ def test_period_bounds() -> None:
     now = datetime(2026, 12, 5, 9, 30, tzinfo=UTC)  # a Saturday
     assert period_bounds("week", now) == (datetime(2026, 11, 30, tzinfo=UTC), datetime(2026, 12, 7, tzinfo=UTC))
     assert period_bounds("month", now) == (datetime(2026, 12, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
+
+
+def test_an_end_seen_a_tick_late_is_cut_at_polyaxons_finished_at() -> None:
+    # The watcher saw `running` 3 s after Polyaxon's start and `succeeded` 5 s after its finish: the run held
+    # its cores from started_at to finished_at, which is also what the card says it ran.
+    started, finished = T0, T0 + timedelta(seconds=38)
+    events = [("queued", T0 - timedelta(seconds=4)), ("running", T0 + timedelta(seconds=3))]
+    events.append(("succeeded", finished + timedelta(seconds=5)))
+    seconds = running_seconds(events, started_at=started, finished_at=finished, now=finished + timedelta(minutes=1))
+    assert seconds == 38.0
+    spans = running_intervals(events, started_at=started, finished_at=finished, now=finished)
+    assert unit_hours(spans, 1, T0 - timedelta(days=1), T0 + timedelta(days=1)) * 3600 == 38.0
+
+
+def test_a_stopped_run_holds_its_cores_while_it_stops_and_a_stop_before_running_holds_nothing() -> None:
+    at = [T0 + timedelta(seconds=s) for s in (0, 20, 26, 27)]
+    events = [("running", at[0]), ("stopping", at[1]), ("stopped", at[3])]
+    assert running_seconds(events, started_at=at[0], finished_at=at[2], now=at[3]) == 26.0
+    queued = [("queued", at[0]), ("stopping", at[1]), ("stopped", at[2])]
+    assert running_seconds(queued, started_at=None, finished_at=at[2], now=at[3]) == 0.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(), st.integers(0, 10))
+def test_the_running_time_never_passes_polyaxons_stamps(history: tuple, late_s: int) -> None:  # type: ignore[type-arg]
+    events, started, finished, now = history
+    if finished is not None:  # the end observed late, as the watcher does
+        events = [*events[:-1], (events[-1][0], finished + timedelta(seconds=late_s))]
+    seconds = running_seconds(events, started_at=started, finished_at=finished, now=now)
+    if started is not None and finished is not None:
+        assert seconds <= (finished - started).total_seconds() + 1e-6
+    if started is not None and finished is not None and all(s in HOLDING for s, _ in events[:-1]):
+        assert seconds == (finished - started).total_seconds()

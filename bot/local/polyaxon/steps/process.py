@@ -14,7 +14,7 @@ from typing import IO
 from polyaxon._local_process import process_types
 from polyaxon.exceptions import PolyaxonAgentError
 
-from bot.local.polyaxon.procs import group_alive, kill_group, start_ticks
+from bot.local.polyaxon.procs import die_with_parent, group_alive, kill_group, start_ticks
 from bot.local.polyaxon.steps import logs
 from bot.local.polyaxon.steps.job import Job
 
@@ -53,6 +53,8 @@ def run(
         # One pipe for both streams keeps their lines in the order the job wrote them.
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group: stop kills the whole tree
+        # The job thread waits on this process, so the job dies with the agent, not with a thread that ended.
+        preexec_fn=die_with_parent(),
         close_fds=True,
     )
     entry = {

@@ -1,0 +1,92 @@
+"""The group-committing intake on both backends: each admit durable before it returns, one winner per key, bursts
+in shared transactions, finishes folded into the next batch."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy.engine import Engine
+from sqlmodel import select
+
+from bot.deliveries import DeliveryIntake
+from storage import repos
+from storage.db import SessionFactory, make_engine
+from storage.models import Delivery
+
+NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+
+
+def row(key: str) -> dict[str, object]:
+    return repos.delivery_row(key=key, kind="command", payload={"text": key}, holder="host:1:a", now=NOW)
+
+
+def stored(engine: Engine) -> dict[str, Delivery]:
+    # A separate engine, so what it reads is what was committed, not what the writer's connection holds.
+    other = make_engine(str(engine.url.render_as_string(hide_password=False)))
+    try:
+        with SessionFactory(other)() as s:
+            return {d.key: d for d in s.exec(select(Delivery)).all()}
+    finally:
+        other.dispose()
+
+
+def test_an_admit_is_committed_before_it_returns(engine: Engine) -> None:
+    intake = DeliveryIntake(engine)
+    try:
+        assert intake.admit(row("k1")) is True
+        found = stored(engine)
+        assert found["k1"].state == "received" and found["k1"].payload == {"text": "k1"}
+        assert intake.admit(row("k1")) is False  # Slack's retry of it
+    finally:
+        intake.close()
+
+
+def test_a_burst_has_one_winner_per_key_and_shares_transactions(engine: Engine) -> None:
+    intake = DeliveryIntake(engine)
+    keys = [f"key-{i % 60}" for i in range(240)]  # every key four times, interleaved
+    start = threading.Barrier(32)
+
+    def admit(key: str) -> tuple[str, bool]:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            start.wait(timeout=5)
+        return key, intake.admit(row(key))
+
+    try:
+        with ThreadPoolExecutor(32) as pool:
+            results = list(pool.map(admit, keys))
+    finally:
+        intake.close()
+    winners = [key for key, new in results if new]
+    assert sorted(winners) == sorted(set(keys))  # exactly one True per key
+    assert set(stored(engine)) == set(keys)
+    assert intake.batches < len(keys)  # admits that arrived together were committed together
+
+
+def test_finishes_are_written_with_the_next_batch_and_close_flushes_them(engine: Engine) -> None:
+    intake = DeliveryIntake(engine)
+    assert intake.admit(row("a")) is True
+    intake.finish("a", NOW)
+    intake.finish("never-admitted", NOW)  # a finish for a key that is not there changes nothing
+    intake.close()
+    found = stored(engine)
+    assert found["a"].state == "done" and found["a"].payload is None
+    assert set(found) == {"a"}
+    with pytest.raises(RuntimeError):
+        intake.admit(row("b"))
+
+
+def test_a_failing_batch_fails_its_admits_and_the_writer_goes_on(engine: Engine) -> None:
+    intake = DeliveryIntake(engine)
+    try:
+        bad = row("x")
+        bad["kind"] = None  # NOT NULL: the database refuses the batch
+        with pytest.raises(Exception, match=r"(?i)null"):
+            intake.admit(bad)
+        assert intake.admit(row("y")) is True  # the next batch is written
+    finally:
+        intake.close()
+    assert set(stored(engine)) == {"y"}
