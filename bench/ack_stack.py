@@ -91,12 +91,21 @@ def build_recipe_assets() -> None:
 class FullBot:
     """`finetune-bot serve` (HTTP) wired to the Slack stand-in and a local Polyaxon server without an agent."""
 
-    def __init__(self, folder: Path, *, base_url: str, bot_token: str, watch_interval_s: float) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        base_url: str,
+        bot_token: str,
+        watch_interval_s: float,
+        database_url: str | None = None,
+    ) -> None:
         self.folder = folder
         self.base_url = base_url
         self.bot_token = bot_token
         self.watch_interval_s = watch_interval_s
-        self.database_url = f"sqlite:///{folder / 'bot.db'}"
+        # A SQLite file (the default install), or a PostgreSQL database the bench empties first (--database).
+        self.database_url = database_url or f"sqlite:///{folder / 'bot.db'}"
         self.log_path = folder / "serve.log"
         self.url = ""
         self._stack: Any = None
@@ -139,6 +148,11 @@ class FullBot:
         wait_listening(port, self._proc)
         self.url = f"http://127.0.0.1:{port}"
         return self
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The `serve` process, once started."""
+        return self._proc
 
     def stop(self) -> None:
         """SIGTERM serve (it finishes acked work), then stop the Polyaxon server."""
