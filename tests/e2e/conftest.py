@@ -178,18 +178,21 @@ def start_live_bot(
     approvers: list[str] | None = None,
     catalog_dir: Path | None = None,
     finetune: dict[str, Any] | None = None,
+    polyaxon_host: str | None = None,
 ) -> Iterator[LiveBot]:
     """A bot with its own stand-in, database and Polyaxon project, built as `serve` builds it; stopped after.
 
     `catalog_dir` replaces the shipped catalog (a test's own recipes; paths in it are relative to its parent);
-    `finetune` sets more of the bot's own settings.
+    `finetune` sets more of the bot's own settings; `polyaxon_host` puts something (a counting proxy) between the bot
+    and the stack.
     """
     standin = SlackStandIn().start()
     url = f"sqlite:///{folder / 'bot.db'}"
     engine = make_engine(url)
     upgrade(engine)
     engine.dispose()
-    settings = e2e_settings(standin, polyaxon_stack.host, url, project=f"e2e-{uuid.uuid4().hex[:8]}")
+    host = polyaxon_host or polyaxon_stack.host
+    settings = e2e_settings(standin, host, url, project=f"e2e-{uuid.uuid4().hex[:8]}")
     if catalog_dir is not None:
         settings = settings.model_copy(
             update={"finetune": settings.finetune.model_copy(update={"catalog_dir": catalog_dir})}

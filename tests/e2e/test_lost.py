@@ -8,7 +8,6 @@ the watcher stops asking about it, and a submission re-creates the missing proje
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -16,15 +15,10 @@ import pytest
 from polyaxon._schemas.client import ClientConfig
 from polyaxon.client import PolyaxonClient, RunClient
 
-from bot.app import build_runtime
 from bot.local.polyaxon import LocalPolyaxonStack
 from bot.local.polyaxon.proxy import CountingProxy
-from bot.local.slack import SlackSender, SlackStandIn
-from bot.web import build_http_server
-from storage.db import make_engine
-from storage.migrate import upgrade
 from storage.models import Run
-from tests.e2e.conftest import SIGNING_SECRET, LiveBot, e2e_settings, reply_text
+from tests.e2e.conftest import LiveBot, reply_text, start_live_bot
 from tests.e2e.test_lifecycle import run_name_in
 from tests.fixtures.slack import wait_for
 
@@ -38,21 +32,11 @@ def proxied(
     polyaxon_stack: LocalPolyaxonStack, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[LiveBot, CountingProxy]]:
     """A bot that reaches Polyaxon through a counting proxy (what it asks about which run, and Polyaxon down)."""
-    folder = tmp_path_factory.mktemp("lost")
-    standin = SlackStandIn().start()
-    url = f"sqlite:///{folder / 'bot.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    engine.dispose()
-    with CountingProxy(polyaxon_stack.host) as proxy:
-        settings = e2e_settings(standin, proxy.host, url, project=f"lost-{uuid.uuid4().hex[:8]}")
-        runtime = build_runtime(settings)
-        runtime.start()
-        http = build_http_server(settings, runtime.services, "127.0.0.1", 0, app=runtime.app).start()
-        yield LiveBot(runtime, http, standin, SlackSender(http.url, SIGNING_SECRET, standin=standin)), proxy
-        http.stop()
-        runtime.stop()
-    standin.stop()
+    with (
+        CountingProxy(polyaxon_stack.host) as proxy,
+        start_live_bot(polyaxon_stack, tmp_path_factory.mktemp("lost"), polyaxon_host=proxy.host) as bot,
+    ):
+        yield bot, proxy
 
 
 def polyaxon_client(stack: LocalPolyaxonStack) -> PolyaxonClient:

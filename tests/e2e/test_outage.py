@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from bot.app import build_runtime
 from bot.local.polyaxon import LocalPolyaxonStack
-from bot.local.slack import SlackSender, SlackStandIn
-from bot.web import build_http_server
-from storage.db import make_engine
-from storage.migrate import upgrade
-from tests.e2e.conftest import CHANNEL, SIGNING_SECRET, LiveBot, e2e_settings, reply_text
+from tests.e2e.conftest import CHANNEL, LiveBot, reply_text, start_live_bot
 from tests.e2e.test_lifecycle import run_name_in
 from tests.fixtures.polyaxon import CountingProxy
 
@@ -23,20 +17,12 @@ pytestmark = [pytest.mark.polyaxon]
 
 @pytest.fixture
 def bot_behind_proxy(polyaxon_stack: LocalPolyaxonStack, tmp_path: Path) -> Iterator[tuple[LiveBot, CountingProxy]]:
-    standin = SlackStandIn().start()
-    url = f"sqlite:///{tmp_path / 'bot.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    engine.dispose()
-    with CountingProxy(polyaxon_stack.host) as proxy:
-        settings = e2e_settings(standin, proxy.host, url, project=f"outage-{uuid.uuid4().hex[:8]}")
-        runtime = build_runtime(settings)
-        runtime.start()
-        http = build_http_server(settings, runtime.services, "127.0.0.1", 0, app=runtime.app).start()
-        yield LiveBot(runtime, http, standin, SlackSender(http.url, SIGNING_SECRET, standin=standin)), proxy
-        http.stop()
-        runtime.stop()
-    standin.stop()
+    """A bot that reaches Polyaxon through a counting proxy the test can take down."""
+    with (
+        CountingProxy(polyaxon_stack.host) as proxy,
+        start_live_bot(polyaxon_stack, tmp_path, polyaxon_host=proxy.host) as bot,
+    ):
+        yield bot, proxy
 
 
 def test_a_run_submitted_while_polyaxon_is_down_goes_through_once_it_is_back(

@@ -6,56 +6,14 @@ run recorded.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
 import pytest
 from sqlmodel import select
 
-from bot.catalog import Catalog
 from bot.grammar import SUBCOMMANDS
 from bot.local.slack import SlackSender, SlackStandIn
 from bot.local.slack.server import DEFAULT_CHANNEL
 from storage.models import Run
-from tests.fixtures.slack import SIGNING_SECRET, BotServer, start_bot, wait_for
-from tests.manifests.catalog_repo import make_repo
-
-
-@pytest.fixture
-def repo_bot(slack_standin: SlackStandIn, tmp_path: Path) -> Iterator[BotServer]:
-    """The bot over HTTP with a copy of the shipped catalog whose tiny model folder exists (sft-tiny plans)."""
-    server = start_bot(slack_standin, tmp_path, catalog=Catalog.load(make_repo(tmp_path / "repo")))
-    yield server
-    server.http.stop()
-    server.services.work.shutdown()
-    server.engine.dispose()
-
-
-@pytest.fixture
-def send(repo_bot: BotServer, slack_standin: SlackStandIn) -> SlackSender:
-    """Signs and posts slash commands to `repo_bot`."""
-    return SlackSender(repo_bot.url, SIGNING_SECRET, standin=slack_standin)
-
-
-def _reply(sender: SlackSender, standin: SlackStandIn, text: str) -> str:
-    """Send `/finetune TEXT` signed, wait for the ephemeral reply the stand-in recorded, return its blocks' text."""
-    before = len(standin.response_url_posts())
-    assert sender.slash_command(text).status == 200
-    posts = wait_for(lambda: (p := standin.response_url_posts()) and len(p) > before and p)
-    payload: dict[str, Any] = posts[-1]["payload"]
-    assert payload["response_type"] == "ephemeral"
-    return "\n".join(_texts(payload["blocks"]))
-
-
-def _texts(blocks: list[dict[str, Any]]) -> list[str]:
-    out = []
-    for block in blocks:
-        if "text" in block:
-            out.append(block["text"]["text"])
-        out.extend(element["text"] for element in block.get("elements", []))
-    return out
-
+from tests.fixtures.slack import BotServer, ephemeral_reply
 
 # (command, what the reply must say, what it must not say)
 REFUSED = [
@@ -112,7 +70,7 @@ REFUSED = [
 def test_input_at_the_edges_is_refused_specifically_and_changes_nothing(
     send: SlackSender, slack_standin: SlackStandIn, repo_bot: BotServer, text: str, says: str, never: str
 ) -> None:
-    reply = _reply(send, slack_standin, text)
+    reply = ephemeral_reply(send, slack_standin, text)
     assert says in reply, reply
     assert never not in reply, reply
     assert slack_standin.messages(DEFAULT_CHANNEL) == []
@@ -121,7 +79,7 @@ def test_input_at_the_edges_is_refused_specifically_and_changes_nothing(
 
 
 def test_the_help_topics_listed_are_every_subcommand(send: SlackSender, slack_standin: SlackStandIn) -> None:
-    reply = _reply(send, slack_standin, "help nosuch")
+    reply = ephemeral_reply(send, slack_standin, "help nosuch")
     listed = reply.split("(topics: ", 1)[1].split(")", 1)[0]
     assert listed.split(", ") == list(SUBCOMMANDS)
 
@@ -129,20 +87,20 @@ def test_the_help_topics_listed_are_every_subcommand(send: SlackSender, slack_st
 def test_a_preset_family_conflict_suggests_whole_values_that_plan(
     send: SlackSender, slack_standin: SlackStandIn
 ) -> None:
-    reply = _reply(send, slack_standin, "run recipe=sft-qwen-0p5b-lora preset=gpu-1x,gpu-8x,spot --dry-run")
+    reply = ephemeral_reply(send, slack_standin, "run recipe=sft-qwen-0p5b-lora preset=gpu-1x,gpu-8x,spot --dry-run")
     assert "Did you mean `preset=gpu-1x,spot`, `preset=gpu-8x,spot`?" in reply
     # Each suggestion, sent as it is, plans.
     for preset in ("gpu-1x,spot", "gpu-8x,spot"):
-        plan = _reply(send, slack_standin, f"run recipe=sft-qwen-0p5b-lora preset={preset} --dry-run")
+        plan = ephemeral_reply(send, slack_standin, f"run recipe=sft-qwen-0p5b-lora preset={preset} --dry-run")
         assert plan.startswith("Dry run: sft-qwen-0p5b-lora") and ":x:" not in plan, plan
 
 
 def test_force_where_the_memory_estimate_fits_says_it_is_not_needed(
     send: SlackSender, slack_standin: SlackStandIn
 ) -> None:
-    reply = _reply(send, slack_standin, "run recipe=sft-tiny --force --dry-run")
+    reply = ephemeral_reply(send, slack_standin, "run recipe=sft-tiny --force --dry-run")
     assert reply.startswith("Dry run: sft-tiny") and ":x:" not in reply
     assert "--force is not needed: the memory estimate fits its presets (~" in reply
     assert "is not recorded as forced" in reply
-    plain = _reply(send, slack_standin, "run recipe=sft-tiny --dry-run")
+    plain = ephemeral_reply(send, slack_standin, "run recipe=sft-tiny --dry-run")
     assert "--force is not needed" not in plain
