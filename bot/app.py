@@ -224,6 +224,8 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
         # A held run cancelled by `stop` voids its approval request at once (the runs layer cannot import the
         # registry, so the registry's void is handed to it here).
         services.runs.control.on_cancel.append(services.registry.states.void_cancelled)
+        # A run recorded lost voids what waited on it the same way (its registration could never be carried out).
+        services.runs.deps.on_lost.append(services.registry.states.void_lost)
         services.digests.usage = services.usage
         services.digests.items = services.runs.deps.items  # one isolation of background items per process
         services.release = ReleaseService(services.registry)

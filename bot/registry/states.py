@@ -124,6 +124,29 @@ class RequestStates:
         noun = "request is" if len(voided) == 1 else "requests are"
         return f"Its approval {noun} voided ({labels}): nothing is left to approve; approvals on it no longer count."
 
+    def void_lost(self, run: Run) -> str | None:
+        """The run is no longer in Polyaxon: its open or approved requests are voided now, saying nothing in the
+        thread (the lost post says it); that sentence, or None when nothing was waiting."""
+        with self.deps.runs.sessions() as s:
+            waiting = list(repos.list_approval_requests(s, statuses=["open", "approved"], run_id=run.id))
+        voided = [
+            request
+            for request in waiting
+            if self.void_request(
+                request,
+                run,
+                from_statuses=("open", "approved"),
+                error="its run is no longer in Polyaxon",
+                audit=f"{run.name} is no longer in Polyaxon",
+                told=None,
+            )
+        ]
+        if not voided:
+            return None
+        labels = ", ".join(self.label(request) for request in voided)
+        noun = "request is" if len(voided) == 1 else "requests are"
+        return f"Its approval {noun} voided ({labels}): what it asked to approve is gone."
+
     def void_request(
         self,
         request: ApprovalRequest,

@@ -13,6 +13,7 @@ from bot.background import BackgroundItems
 from bot.settings import Settings
 from bot.slack.people import People
 from storage.db import SessionFactory
+from storage.models import Run
 
 if TYPE_CHECKING:
     from bot.catalog import Catalog
@@ -33,6 +34,9 @@ class RunDeps:
     secrets: list[str] = field(init=False)
     # The one isolation of background items, shared by every pass that works with runs.
     items: BackgroundItems = field(init=False)
+    # Called with a run as it is recorded lost (bot.runs.lost); each closes what waited on it and returns the
+    # sentence that says so (None: nothing). The registry adds its own (this layer may not import it).
+    on_lost: list[Callable[[Run], str | None]] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
         self.people = People(settings=self.settings, client=self.client)

@@ -56,13 +56,20 @@ class LostRuns:
         if run.status == LOST:
             return run
         log.warning("run %s (%s) is no longer in Polyaxon at %s: recorded lost", run.name, run.polyaxon_uuid, host)
+        # What waited on the run closes first (an approval request for it is voided: what it approved is gone), so
+        # that the one lost post says all of it.
+        closed = [said for hook in self.deps.on_lost if (said := hook(run))]
         return self.thread.transition(
             run,
             status=LOST,
             message=f"no longer in Polyaxon at {host}",
-            text=(
-                f":ghost: *Lost*: {gone_text(run.name, host)}. The bot no longer asks Polyaxon about it; what it "
-                f"recorded stays here, and no gate counts this run as evidence. <@{run.requester}>"
+            text=" ".join(
+                [
+                    f":ghost: *Lost*: {gone_text(run.name, host)}. The bot no longer asks Polyaxon about it; what it "
+                    f"recorded stays here, and no gate counts this run as evidence.",
+                    *closed,
+                    f"<@{run.requester}>",
+                ]
             ),
         )
 

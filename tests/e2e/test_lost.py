@@ -14,12 +14,15 @@ from datetime import timedelta
 import pytest
 from polyaxon._schemas.client import ClientConfig
 from polyaxon.client import PolyaxonClient, RunClient
+from sqlmodel import select
 
 from bot.local.polyaxon import LocalPolyaxonStack
 from bot.local.polyaxon.proxy import CountingProxy
-from storage.models import Run
-from tests.e2e.conftest import LiveBot, reply_text, start_live_bot
+from storage import repos
+from storage.models import Delivery, Run
+from tests.e2e.conftest import BOB, LiveBot, reply_text, start_live_bot
 from tests.e2e.test_lifecycle import run_name_in
+from tests.e2e.test_registration import ask, react, status_of
 from tests.fixtures.slack import wait_for
 
 pytestmark = [pytest.mark.polyaxon]
@@ -53,6 +56,12 @@ def delete_in_polyaxon(bot: LiveBot, stack: LocalPolyaxonStack, run: Run) -> Non
         run_uuid=run.polyaxon_uuid,
         client=polyaxon_client(stack),
     ).delete()
+
+
+def all_carried_out(bot: LiveBot) -> bool:
+    """Every delivery the bot admitted has been carried out."""
+    with bot.runtime.services.sessions() as s:
+        return not s.exec(select(Delivery).where(Delivery.state != "done")).first()
 
 
 def lost_posts(bot: LiveBot, run: Run) -> list[str]:
@@ -130,3 +139,25 @@ def test_a_project_gone_from_polyaxon_is_created_again_and_a_waiting_run_says_wh
     polyaxon_runs = bot.runtime.services.gateway.list_runs()
     assert [r.name for r in polyaxon_runs] == [name]
     wait_for(lambda: "succeeded" in str(bot.card(done)["blocks"]), timeout=30)
+
+
+def test_an_approval_request_of_a_run_that_is_lost_is_voided_in_the_lost_post_and_a_late_approval_does_nothing(
+    proxied: tuple[LiveBot, CountingProxy], polyaxon_stack: LocalPolyaxonStack
+) -> None:
+    bot, _ = proxied
+    name = run_name_in(bot.command("run recipe=quickstart epochs=1 seed=11"))
+    run = bot.wait_status(name, {"succeeded"}, timeout=240)
+    request = ask(bot, run, "lost-model")
+    delete_in_polyaxon(bot, polyaxon_stack, run)
+    assert "is no longer in Polyaxon" in reply_text(bot.command(f"logs {name}"))
+    lost = bot.wait_status(name, {"lost"})
+    [post] = lost_posts(bot, lost)
+    assert "approval request is voided" in post and "lost-model" in post, post
+    voided = status_of(bot, request, {"voided"})
+    assert voided.error == "its run is no longer in Polyaxon"
+    assert request.message_ts is not None
+    react(bot, BOB, request.message_ts)  # an approver's ✅ after the fact registers nothing
+    wait_for(lambda: all_carried_out(bot))  # the reaction's delivery is carried out; nothing may have moved
+    assert status_of(bot, request, {"voided"}).status == "voided"
+    with bot.runtime.services.sessions() as s:
+        assert not list(repos.list_registrations(s, model="lost-model"))
