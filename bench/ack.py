@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING
 
 from bench.ack_report import Results, percentile, print_latencies, print_ratios
 from bench.ack_stack import RECIPE, SIGNING_SECRET, FullBot, build_recipe_assets, serve_bare, start_bare
+from bench.verdict import load
 
 if TYPE_CHECKING:
     from bot.local.slack import SlackStandIn
@@ -150,10 +151,6 @@ class Bench:
         return results
 
 
-def _load(values: tuple[float, float, float]) -> str:
-    return "/".join(f"{v:.2f}" for v in values)
-
-
 @contextlib.contextmanager
 def bench_database(kind: str) -> Iterator[str | None]:
     """None for serve's SQLite file; for PostgreSQL, a fresh schema of FINETUNE_TEST_POSTGRES_URL, dropped after."""
@@ -202,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
 
     build_recipe_assets()
     started = time.monotonic()
-    load_before = os.getloadavg()
+    load_before = load()
     standin = SlackStandIn().start()
     with tempfile.TemporaryDirectory(prefix="bench-ack-") as tmp, bench_database(args.database) as database_url:
         bot = FullBot(
@@ -235,8 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         f"ack latency (ms), {args.rounds} rounds of one burst pair per kind (ABBA): `help` x {args.burst}, "
         f"`run recipe={RECIPE}` x {args.run_burst}; watcher every {args.watch_interval:g} s with "
         f"{args.standing} queued runs standing; {time.monotonic() - started:.0f} s in all; database "
-        f"{args.database}; load average (1/5/15 min) before {_load(load_before)}, after {_load(os.getloadavg())} "
-        f"on {os.cpu_count()} cores"
+        f"{args.database}; load average (1/5/15 min) before {load_before}, after {load()}"
     )
     print_latencies(results, KINDS)
     if answered:

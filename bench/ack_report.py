@@ -6,6 +6,8 @@ import collections
 import statistics
 from dataclasses import dataclass, field
 
+from bench.verdict import at_most
+
 ACK_DEADLINE_S = 3.0
 # Per burst pair, finetune-bot's percentile / the bare app's (issue 34): p50 <= 1.2x and p99 <= 1.3x.
 TARGETS = {50: 1.2, 99: 1.3}
@@ -39,16 +41,6 @@ class Results:
         return sum(v > ACK_DEADLINE_S for v in self.latencies[kind, app])
 
 
-def verdict(values: list[float], target: float) -> str:
-    """`met` when every burst pair is within the target, `NOT met` when none is, else `inconclusive`: a spread
-    that straddles the target says nothing either way."""
-    if max(values) <= target:
-        return "met"
-    if min(values) > target:
-        return "NOT met"
-    return "inconclusive"
-
-
 def print_latencies(results: Results, kinds: list[str]) -> None:
     """The table: p50/p95/p99/max/mean and acks over 3 s per kind and app."""
     print(f"{'kind':<6}{'app':<22}{'acks':>6}{'p50':>8}{'p95':>8}{'p99':>8}{'max':>8}{'mean':>8}{'> 3 s':>7}")
@@ -70,7 +62,7 @@ def print_ratios(results: Results, kinds: list[str]) -> bool:
         over = results.over_deadline(kind)
         for q, target in TARGETS.items():
             ratios = results.ratios[kind, q]
-            said = verdict(ratios, target)
+            said = at_most(ratios, target)
             print(
                 f"  {kind:<5} p{q}: median {statistics.median(ratios):.2f}, min-max {min(ratios):.2f}-{max(ratios):.2f}"
                 f" ({', '.join(f'{r:.2f}' for r in ratios)}); target <= {target} per burst -> {said}"

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from bench.ack import bench_database
 from bench.ack_stack import SIGNING_SECRET, FullBot, start_bare
+from bench.verdict import load
 
 PLATEAU_KB_PER_COMMAND = 0.2
 # 10 MB per 10,000 commands in the second half: still growing, whatever the first half did.
@@ -40,10 +41,6 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for {pid}")
 
 
-def _load() -> str:
-    return "/".join(f"{v:.2f}" for v in os.getloadavg())
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; exit 0 when serve's memory plateaus."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -55,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["POLYAXON_NO_CONFIG"] = "true"
     from bot.local.slack import SlackSender, SlackStandIn
 
-    print(f"load average (1/5/15 min) before: {_load()} on {os.cpu_count()} cores", flush=True)
+    print(f"load average (1/5/15 min) before: {load()}", flush=True)
     standin = SlackStandIn().start()
     curve: list[tuple[int, float]] = []
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp, bench_database(args.database) as url:
@@ -107,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "inconclusive"
     print(
         f"growth: first half {first:.2f} KB/command, second half {second:.2f} KB/command -> {verdict}; "
-        f"load average after: {_load()}"
+        f"load average after: {load()}"
     )
     return 0 if verdict == "plateaus" else 1
 
