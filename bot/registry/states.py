@@ -104,48 +104,39 @@ class RequestStates:
     def void_cancelled(self, run: Run, user: str) -> str | None:
         """A held run was cancelled before it reached Polyaxon: void its open requests now, saying nothing in the
         thread (the cancellation's one message says it); that sentence, or None when nothing was open."""
-        with self.deps.runs.sessions() as s:
-            open_requests = list(repos.list_approval_requests(s, statuses=["open"], run_id=run.id))
-        voided = [
-            request
-            for request in open_requests
-            if self.void_request(
-                request,
-                run,
-                from_statuses=("open",),
-                error=f"its run was cancelled by {user}",
-                audit=f"{run.name} cancelled by {user} before it reached Polyaxon",
-                told=None,
-            )
-        ]
-        if not voided:
-            return None
-        labels = ", ".join(self.label(request) for request in voided)
-        noun = "request is" if len(voided) == 1 else "requests are"
-        return f"Its approval {noun} voided ({labels}): nothing is left to approve; approvals on it no longer count."
+        return self._void_waiting(
+            run,
+            statuses=("open",),
+            error=f"its run was cancelled by {user}",
+            audit=f"{run.name} cancelled by {user} before it reached Polyaxon",
+            why="nothing is left to approve; approvals on it no longer count",
+        )
 
     def void_lost(self, run: Run) -> str | None:
         """The run is no longer in Polyaxon: its open or approved requests are voided now, saying nothing in the
         thread (the lost post says it); that sentence, or None when nothing was waiting."""
+        return self._void_waiting(
+            run,
+            statuses=("open", "approved"),
+            error="its run is no longer in Polyaxon",
+            audit=f"{run.name} is no longer in Polyaxon",
+            why="what it asked to approve is gone",
+        )
+
+    def _void_waiting(self, run: Run, *, statuses: tuple[str, ...], error: str, audit: str, why: str) -> str | None:
+        """Void every request of the run in `statuses` (each once); the sentence that says so, or None."""
         with self.deps.runs.sessions() as s:
-            waiting = list(repos.list_approval_requests(s, statuses=["open", "approved"], run_id=run.id))
+            waiting = list(repos.list_approval_requests(s, statuses=list(statuses), run_id=run.id))
         voided = [
             request
             for request in waiting
-            if self.void_request(
-                request,
-                run,
-                from_statuses=("open", "approved"),
-                error="its run is no longer in Polyaxon",
-                audit=f"{run.name} is no longer in Polyaxon",
-                told=None,
-            )
+            if self.void_request(request, run, from_statuses=statuses, error=error, audit=audit, told=None)
         ]
         if not voided:
             return None
         labels = ", ".join(self.label(request) for request in voided)
         noun = "request is" if len(voided) == 1 else "requests are"
-        return f"Its approval {noun} voided ({labels}): what it asked to approve is gone."
+        return f"Its approval {noun} voided ({labels}): {why}."
 
     def void_request(
         self,
