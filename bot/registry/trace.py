@@ -11,6 +11,7 @@ from bot.grammar import TraceCommand, scalar_text
 from bot.registry.deps import RegistryDeps
 from bot.registry.policy import Candidate
 from bot.runs import Reply, RunError
+from bot.runs.admit import again_command
 from bot.slack.blocks import escape, header, section
 from storage import repos
 from storage.models import AuditEntry, Registration, Run
@@ -62,8 +63,7 @@ def command_text(link: Link) -> str:
             typed["max_steps"] = scalar_text(steps)
         pairs = "".join(f" {k}={v}" for k, v in typed.items())
         return f"`/finetune resume {escape(parent.name)}{escape(pairs)}`"
-    overrides = " ".join(f"{k}={scalar_text(v)}" for k, v in sorted(run.overrides.items()) if k != "resume_from")
-    return f"`/finetune run recipe={run.recipe_name}{' ' + escape(overrides) if overrides else ''}`"
+    return f"`{escape(again_command(run))}`"
 
 
 def started_by(link: Link) -> str:
