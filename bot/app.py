@@ -105,6 +105,7 @@ def build_app(settings: Settings, services: Services) -> App:
 def build_surfaces(settings: Settings, services: Services, client: WebClient) -> None:
     """The Slack-native surfaces on the app's own client: the run form (with a catalog) and App Home."""
     from bot.forms import RunForm
+    from bot.forms.seal import FormSeal
     from bot.home import AppHome
     from bot.slack.people import People
 
@@ -112,6 +113,9 @@ def build_surfaces(settings: Settings, services: Services, client: WebClient) ->
     if services.forms is None and services.catalog is not None:
         # A run from the form goes where a typed one goes: through the registry's holds when there is one.
         submit = services.registry.submit_run if services.registry is not None else None
+        # The form's metadata is sealed with a key derived from a secret every replica shares, so a form opened on
+        # one replica, or before a restart, is read on another.
+        secret = settings.slack.signing_secret or settings.slack.app_token
         services.forms = RunForm(
             catalog=services.catalog,
             client=client,
@@ -119,6 +123,9 @@ def build_surfaces(settings: Settings, services: Services, client: WebClient) ->
             runs=services.runs,
             submit=submit,
             usage=services.usage,
+            seal=FormSeal.from_secret(secret.get_secret_value()) if secret is not None else None,
+            places=services.places,
+            members=services.members,
         )
     if services.home is None:
         people = services.runs.people if services.runs is not None else People(settings=settings, client=client)
@@ -128,6 +135,7 @@ def build_surfaces(settings: Settings, services: Services, client: WebClient) ->
             people=people,
             clock=services.clock,
             polyaxon=services.runs is not None,
+            members=services.members,
         )
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from bot.deliveries import DeliveryLedger
 from bot.lease import holder_id
 from bot.metrics import BotMetrics
+from bot.slack.channels import ChannelMembers
 from bot.slack.places import PostablePlaces
 from storage.db import SessionFactory
 
@@ -192,6 +193,8 @@ class Services:
     metrics: BotMetrics = field(default_factory=BotMetrics)
     # Whether the bot can post where a command was typed (cached briefly per channel).
     places: PostablePlaces = field(default_factory=PostablePlaces)
+    # Who is in a channel (`conversations.members`; a yes cached briefly): the form's and App Home's one reader.
+    members: ChannelMembers = field(default_factory=ChannelMembers)
     clock: Callable[[], datetime] = _utcnow
     acks: AckGate = field(default_factory=AckGate)
     # Deliveries recorded before their ack and finished after their work (built with defaults if not given).

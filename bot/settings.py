@@ -22,7 +22,9 @@ _PLACEHOLDER = re.compile(
     r"|xapp-(?:x+|\.\.\.|your.*|<.*>)|<.*>|\$\{.*\}|your[-_ ].*)$",
     re.IGNORECASE,
 )
-_SLACK_MEMBER = re.compile(r"^[UWS][A-Z0-9]{2,}$")
+# A user (U…, W… on Enterprise Grid) or a user group (S…): whatever else is named is refused at load, so no
+# configured id is ever written into a message as anything but a mention (bot.slack.blocks.mention).
+_SLACK_MEMBER = re.compile(r"[UWS][A-Z0-9]{2,}")
 
 
 class SettingsError(Exception):
@@ -42,7 +44,7 @@ def _split_ids(value: Any) -> Any:
 
 
 def _check_member_ids(ids: list[str]) -> list[str]:
-    bad = [i for i in ids if not _SLACK_MEMBER.match(i)]
+    bad = [repr(i) for i in ids if not _SLACK_MEMBER.fullmatch(i)]
     if bad:
         raise ValueError(
             f"expected comma-separated Slack user IDs (U…/W…) or user-group IDs (S…), got {', '.join(bad)}"
@@ -181,7 +183,7 @@ class FinetuneSettings(BaseSettings):
         default=None, description="Where every stage change is POSTed, signed (empty: no webhook)"
     )
     release_webhook_secret: SecretStr | None = Field(
-        default=None, description="HMAC-SHA256 key of the release webhook's X-Finetune-Signature"
+        default=None, description="HMAC-SHA256 key of the release webhook's timestamped X-Finetune-Signature (v0)"
     )
     unsupported_run_kinds: Annotated[list[str], NoDecode] = Field(
         default_factory=list,

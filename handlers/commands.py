@@ -38,6 +38,7 @@ from bot.grammar import (
 from bot.polyaxon import RunGoneError
 from bot.runs.lost import LostRuns, lost_reply
 from bot.services import Services
+from bot.slack.blocks import escape, is_user_id
 from bot.slack.client import post_to_response_url
 from bot.slack.views import ViewError
 from storage.repos import add_audit
@@ -63,6 +64,11 @@ def register(app: App, services: Services) -> None:
 
 def handle_command_delivery(services: Services, body: dict[str, Any]) -> None:
     """After the ack (the front door admitted it once): carry the command out, reply via its response_url."""
+    if not is_user_id(body.get("user_id")):
+        # Slack always sends a U…/W… id: anything else is forged, and is never mentioned, recorded or acted on.
+        logger.warning("command refused: its user_id is not a Slack user id")
+        post_to_response_url(str(body["response_url"]), ephemeral(reply_blocks(NOT_A_USER)), services.metrics)
+        return
     logger.info("command %s", describe_command(body))
     if services.forms is not None and wants_run_form(str(body.get("text") or "")):
         open_run_form(services, body)
@@ -90,18 +96,25 @@ def handle_command_delivery(services: Services, body: dict[str, Any]) -> None:
     post_to_response_url(str(body["response_url"]), reply, services.metrics)
 
 
+# The answer to a command or button whose user id is not in Slack's shape (the id itself is never shown).
+NOT_A_USER = (
+    ":no_entry: Refused: this request's user id is not a Slack user id (U… or W…), "
+    "so nothing was run, recorded or posted."
+)
+
+
 def open_run_form(services: Services, body: dict[str, Any]) -> None:
     """`/finetune run` alone: the run form, in a modal, for the channel it was typed in."""
     assert services.forms is not None
     user, channel = str(body.get("user_id")), str(body.get("channel_id"))
     try:
-        services.forms.open(str(body.get("trigger_id") or ""), channel=channel, origin="command")
+        services.forms.open(str(body.get("trigger_id") or ""), user=user, channel=channel, origin="command")
         outcome = "ok"
     except ViewError as exc:
         # A trigger lasts 3 s (a delivery carried out again after a crash comes too late): say how to go on.
         logger.warning("run form not opened: %s", exc)
         text = (
-            f":hourglass: The run form could not open in time (Slack said `{exc.error}`). Type `{COMMAND} run` "
+            f":hourglass: The run form could not open in time (Slack said `{escape(exc.error)}`). Type `{COMMAND} run` "
             f"again, or `{COMMAND} run recipe=NAME [KEY=VALUE …]`."
         )
         post_to_response_url(str(body["response_url"]), ephemeral(reply_blocks(text)), services.metrics)
@@ -152,6 +165,8 @@ def compose_reply(services: Services, text: str, *, user_id: str, channel_id: st
     `delivery_key` names the Slack delivery: a run started by it is named after it, so a
     retried delivery that slips past the dedupe still cannot start a second run.
     """
+    if not is_user_id(user_id):  # a typed command was checked already; a button's clicker is checked here
+        return ephemeral(reply_blocks(NOT_A_USER))
     name = "?"
     try:
         command = parse_command(text)
@@ -182,7 +197,7 @@ def gone_cause(err: BaseException) -> RunGoneError | None:
 def answer_gone(services: Services, gone: RunGoneError) -> Blocks:
     """Every command (typed or a button) that meets a run Polyaxon no longer has: recorded lost once, said so."""
     if services.runs is None:
-        return reply_blocks(f":ghost: {gone}")
+        return reply_blocks(f":ghost: {escape(str(gone))}")
     run = LostRuns(services.runs.deps, services.runs.thread).record(gone)
     return reply_blocks(lost_reply(run.name if run is not None else gone.uuid, gone.host))
 

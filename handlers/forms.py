@@ -2,8 +2,9 @@
 "Rerun with changes" message shortcut.
 
 A submission is checked before the ack, because Slack shows per-field errors only in the answer to it
-(`response_action: errors`, within 3 s: the checks are the parser, the catalog and the gates, ~50 ms); a
-submission that passes is acked (the modal closes) and started after, like every other delivery.
+(`response_action: errors`, within 3 s: the form's seal and opener, then the parser, the catalog and the gates,
+~50 ms, then its channel, asked of Slack and cached); a submission that passes is acked (the modal closes) and
+started after, like every other delivery. Every action on the form is its opener's only (bot.forms.admit).
 """
 
 from __future__ import annotations
@@ -37,10 +38,10 @@ def register(app: App, services: Services) -> None:
 
     @app.view(FORM_CALLBACK)
     def handle_form_submission(ack: Ack, body: dict[str, Any]) -> None:
-        errors = forms.errors(body["view"], user=_user(body))
-        if errors:
-            ack(response_action="errors", errors=errors)
-            forms.refused(body["view"], user=_user(body), errors=errors)
+        review = forms.review(body["view"], user=_user(body))
+        if review.errors:
+            ack(response_action="errors", errors=review.errors)
+            forms.refused(review, user=_user(body))
             services.work.nothing_more(body)
             return
         ack()
@@ -69,11 +70,11 @@ def handle_form_action_delivery(services: Services, body: dict[str, Any]) -> Non
     logger.info("form action %s user=%s", action_id, _user(body))
     try:
         if action_id == RECIPE_ACTION:
-            forms.recipe_chosen(body["view"])
+            forms.recipe_chosen(body["view"], user=_user(body))
         elif action_id == PREVIEW_ACTION:
             forms.preview(body["view"], str(body.get("trigger_id")), user=_user(body))
         elif action_id == OPEN_ACTION:
-            forms.open(str(body.get("trigger_id")), channel=None, origin="home")
+            forms.open(str(body.get("trigger_id")), user=_user(body), channel=None, origin="home")
     except ViewError as exc:
         if exc.error not in ("expired_trigger_id", "exchanged_trigger_id", "not_found"):
             raise
@@ -93,7 +94,9 @@ def handle_shortcut_delivery(services: Services, body: dict[str, Any]) -> None:
     message_ts = str(body.get("message_ts") or (body.get("message") or {}).get("ts") or "")
     logger.info("rerun shortcut user=%s channel=%s", _user(body), channel)
     try:
-        _forms(services).open_rerun(str(body.get("trigger_id")), channel=channel, message_ts=message_ts)
+        _forms(services).open_rerun(
+            str(body.get("trigger_id")), user=_user(body), channel=channel, message_ts=message_ts
+        )
     except ViewError as exc:
         if exc.error not in ("expired_trigger_id", "exchanged_trigger_id"):
             raise

@@ -8,6 +8,7 @@ from typing import Any
 from slack_bolt import App
 
 from bot.services import Services
+from bot.slack.blocks import is_user_id
 
 logger = logging.getLogger("finetune_bot.home")
 
@@ -27,7 +28,7 @@ def register(app: App, services: Services) -> None:
 def handle_home_delivery(services: Services, body: dict[str, Any]) -> None:
     """Publish the person's Home tab (the Messages tab opening sends this event too: only `home` counts)."""
     event = body.get("event") or {}
-    if services.home is None or event.get("tab") != "home" or not event.get("user"):
-        return
+    if services.home is None or event.get("tab") != "home" or not is_user_id(event.get("user")):
+        return  # the Messages tab, or a user id not in Slack's shape (forged): nothing to publish
     published = services.home.publish(str(event["user"]))
     logger.info("home opened user=%s published=%s", event.get("user"), published)

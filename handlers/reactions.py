@@ -13,6 +13,7 @@ from typing import Any
 from slack_bolt import App
 
 from bot.services import Services
+from bot.slack.blocks import is_user_id
 
 logger = logging.getLogger("finetune_bot.events")
 
@@ -31,6 +32,10 @@ def _listener(services: Services, event_type: str) -> Callable[..., None]:
 def handle_reaction_delivery(services: Services, body: dict[str, Any]) -> None:
     """After the ack (the front door admitted it once, so a retried event never gets here)."""
     event = body.get("event") or {}
+    if not is_user_id(event.get("user")):
+        # Slack's reactions always carry a U…/W… id: anything else is forged. Nobody to answer; never interpolated.
+        logger.warning("event %s ignored: its user is not a Slack user id", event.get("type"))
+        return
     logger.info("event %s event_id=%s user=%s", event.get("type"), body.get("event_id"), event.get("user"))
     if services.registry is None or event.get("type") not in SUBSCRIBED_EVENTS:
         return

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from bot.slack.blocks import escape, mention
+
 MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000
 MAX_ITEMS_PER_LIST = 10
@@ -105,10 +107,10 @@ def _fmt_time(value: datetime, tz: str) -> str:
 
 
 def _run_line(run: DigestRun) -> str:
-    name = f"<{run.link}|{run.name}>" if run.link else f"`{run.name}`"
+    name = f"<{run.link}|{escape(run.name)}>" if run.link else f"`{escape(run.name)}`"
     metric = ""
     if run.metric_name and run.metric_value is not None:
-        metric = f" · {run.metric_name} {run.metric_value:.4g}"
+        metric = f" · {escape(run.metric_name)} {run.metric_value:.4g}"
     marks = ""
     if run.kind == "preflight":
         marks += " · preflight"
@@ -124,7 +126,7 @@ def _run_line(run: DigestRun) -> str:
         marks += " · validated"
     if run.confirmed:
         marks += " · outputs confirmed"
-    return f"• {name} ({run.recipe}) by <@{run.requester}>{metric}{marks}"
+    return f"• {name} ({escape(run.recipe)}) by {mention(run.requester)}{metric}{marks}"
 
 
 def _sweep_text(run: DigestRun) -> str:
@@ -136,7 +138,8 @@ def _sweep_text(run: DigestRun) -> str:
     )
     top = progress.get("best")
     if isinstance(top, dict) and isinstance(top.get("metric"), int | float):
-        text += f" · best `{top.get('name')}` ({top.get('values')}) {run.sweep_metric} {float(top['metric']):.4g}"
+        name, values, metric = (escape(str(x)) for x in (top.get("name"), top.get("values"), run.sweep_metric))
+        text += f" · best `{name}` ({values}) {metric} {float(top['metric']):.4g}"
     else:
         text += " · no trial ranked yet"
     return text
@@ -200,7 +203,7 @@ def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
         {"type": "header", "text": {"type": "plain_text", "text": "Training digest"}},
         {
             "type": "context",
-            "elements": [{"type": "mrkdwn", "text": f"<#{data.channel}> since {_fmt_time(data.since, tz)}"}],
+            "elements": [{"type": "mrkdwn", "text": f"<#{escape(data.channel)}> since {_fmt_time(data.since, tz)}"}],
         },
     ]
     if data.scheduled_for is not None and now - data.scheduled_for > LATE_AFTER:
@@ -242,10 +245,10 @@ def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
     }
     for status, title in titles.items():
         if by_status[status]:
-            lines = [_run_line(r) + (f" — {r.failure}" if r.failure else "") for r in by_status[status]]
+            lines = [_run_line(r) + (f" — {escape(r.failure)}" if r.failure else "") for r in by_status[status]]
             blocks.append(_list_section(f"{title} ({len(lines)})", lines, data.more_link))
     if going:
-        lines = [f"{_run_line(r)} — *{r.status}*{_progress(r)}" for r in going]
+        lines = [f"{_run_line(r)} — *{escape(r.status)}*{_progress(r)}" for r in going]
         blocks.append(_list_section(f":runner: *In progress* ({len(lines)})", lines, data.more_link))
     if stuck:
         blocks.append(
@@ -256,17 +259,19 @@ def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
             )
         )
     if data.registrations:
-        lines = [
-            f"• {f'<{reg.link}|{reg.model}:{reg.version}>' if reg.link else f'`{reg.model}:{reg.version}`'}"
-            f" from `{reg.run_name}`, {_fmt_time(reg.registered_at, tz)}"
-            for reg in data.registrations
-        ]
+        lines = []
+        for reg in data.registrations:
+            label = escape(f"{reg.model}:{reg.version}")
+            lines.append(
+                f"• {f'<{reg.link}|{label}>' if reg.link else f'`{label}`'}"
+                f" from `{escape(reg.run_name)}`, {_fmt_time(reg.registered_at, tz)}"
+            )
         blocks.append(_list_section(f":floppy_disk: *Registered* ({len(lines)})", lines, data.more_link))
 
     best = best_runs([r for r in data.runs if r.finished_at is not None and r.finished_at >= data.since])
     if best:
         lines = [
-            f"• *{recipe}*: {_run_line(run)[2:]} — best of {count} on contract `{contract[:12]}`"
+            f"• *{escape(recipe)}*: {_run_line(run)[2:]} — best of {count} on contract `{escape(contract[:12])}`"
             for recipe, contract, run, count in best
         ]
         blocks.append(
@@ -291,12 +296,16 @@ def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
     if data.approvals:
         lines = []
         for req in data.approvals:
-            target = f"{req.model}:{req.version}" if req.version else req.model
+            target = escape(f"{req.model}:{req.version}" if req.version else req.model)
             name = f"<{req.link}|{target}>" if req.link else f"`{target}`"
             who = ", ".join(_mention(u) for u in req.can_still_approve) or "nobody left — check FINETUNE_APPROVERS"
-            what = f"promote {name} to *{req.stage}*" if req.action == "promote" else f"{name} from `{req.run_name}`"
+            what = (
+                f"promote {name} to *{escape(str(req.stage))}*"
+                if req.action == "promote"
+                else f"{name} from `{escape(req.run_name)}`"
+            )
             lines.append(
-                f"• {what} by <@{req.requester}>, waiting {_fmt_age(now - req.created_at)}, "
+                f"• {what} by {mention(req.requester)}, waiting {_fmt_age(now - req.created_at)}, "
                 f"{len(req.approved_by)}/{req.quorum} approvals; can still approve: {who}"
             )
         blocks.append(
@@ -314,9 +323,10 @@ def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
 
 
 def _mention(user_or_group: str) -> str:
-    return f"<!subteam^{user_or_group}>" if user_or_group.startswith("S") else f"<@{user_or_group}>"
+    # FINETUNE_APPROVERS holds only U…/W…/S… ids (settings refuse anything else); escaped all the same.
+    return f"<!subteam^{escape(user_or_group)}>" if user_or_group.startswith("S") else mention(user_or_group)
 
 
 def digest_fallback_text(data: DigestData) -> str:
     """Plain text for notifications and clients that cannot show blocks."""
-    return f"Training digest for <#{data.channel}>"
+    return f"Training digest for <#{escape(data.channel)}>"

@@ -30,6 +30,7 @@ from bot.grammar import DigestCommand
 from bot.runs.evals import primary_metric
 from bot.scheduler import PERSISTENT, add_interval_job, latest_fire_time
 from bot.settings import Settings
+from bot.slack.blocks import escape
 from bot.slack.links import WorkspaceAddress, archive_link
 from bot.usage import UsageService
 from storage import repos
@@ -132,7 +133,7 @@ class DigestRuntime:
         text += f"; next one {nxt:%Y-%m-%d %H:%M %Z}." if nxt else "."
         if replaced is not None and replaced != describe_schedule(cron, tz):
             text += f" This replaces the channel's {replaced} digest (one schedule per channel)."
-        return text
+        return escape(text)  # mrkdwn: the time zone and the schedules are values, none is markup
 
     # --- posting --------------------------------------------------------------------------------
 
@@ -171,8 +172,9 @@ class DigestRuntime:
         """The channel's digest is parked: who scheduled it hears why, in the bot's direct messages."""
         self.client.chat_postMessage(
             channel=created_by,
-            text=f":no_entry: The digest of <#{channel}> could not be posted after {self.items.policy.limit} "
-            f"attempts: `{error[:300]}`. Invite the bot there again, or `/finetune digest off` in that channel.",
+            text=f":no_entry: The digest of <#{escape(channel)}> could not be posted after {self.items.policy.limit} "
+            f"attempts: `{escape(error[:300])}`. Invite the bot there again, or `/finetune digest off` in that "
+            "channel.",
         )
 
     def _post(
@@ -240,7 +242,7 @@ class DigestRuntime:
             registrations=registrations,
             scheduled_for=scheduled_for,
             timezone=self._channel_tz(channel),
-            more_link=f"{base.rstrip('/')}/archives/{channel}" if base else None,
+            more_link=f"{base.rstrip('/')}/archives/{escape(channel)}" if base else None,
             usage=self.usage.digest_line(channel) if self.usage is not None else None,
         )
 

@@ -41,13 +41,15 @@ def _resource_lines(resources: dict[str, Any], provenance: dict[str, str]) -> li
         return f"  ← _{escape(', '.join(dict.fromkeys(origins)))}_" if origins else ""
 
     replicas = ("runPatch.master.container.resources", "runPatch.worker.container.resources")
-    lines = [f"• run kind `{resources.get('run_kind')}`, replicas {resources.get('replicas')}"]
+    lines = [
+        f"• run kind `{escape(str(resources.get('run_kind')))}`, replicas {escape(str(resources.get('replicas')))}"
+    ]
     gpus_total = resources.get("gpus_total") or 0
     gpu_line = f"• GPUs: {gpus_total}" if gpus_total else "• GPUs: none (CPU)"
     if gpus_total and resources.get("gpus_per_replica") != gpus_total:
-        gpu_line += f" ({resources.get('gpus_per_replica')} per replica)"
+        gpu_line += f" ({escape(str(resources.get('gpus_per_replica')))} per replica)"
     if resources.get("gpu_memory_gib"):
-        gpu_line += f", {resources['gpu_memory_gib']} GiB each"
+        gpu_line += f", {escape(str(resources['gpu_memory_gib']))} GiB each"
     lines.append(gpu_line + by("runPatch.container.resources", *replicas))
     for key in ("requests", "limits"):
         if resources.get(key):
@@ -68,7 +70,9 @@ def _resource_lines(resources: dict[str, Any], provenance: dict[str, str]) -> li
     if resources.get("queue"):
         lines.append(f"• queue: `{escape(str(resources['queue']))}`" + by("queue"))
     if resources.get("max_retries"):
-        lines.append(f"• retries on failure/preemption: {resources['max_retries']}" + by("termination.maxRetries"))
+        lines.append(
+            f"• retries on failure/preemption: {escape(str(resources['max_retries']))}" + by("termination.maxRetries")
+        )
     return lines
 
 
@@ -77,7 +81,7 @@ def _presets_line(plan: Plan) -> str:
     shown = []
     for name in plan.presets:
         source = plan.preset_sources.get(name)
-        shown.append(f"`{name}` ({source})" if source else f"`{name}`")
+        shown.append(f"`{escape(name)}` ({escape(str(source))})" if source else f"`{escape(name)}`")
     return ", ".join(shown) or "none"
 
 
@@ -86,7 +90,7 @@ def _memory_lines(plan: Plan) -> str:
     assert plan.memory is not None
     text = f"*Preflight memory*: {escape(plan.memory.summary())}"
     if plan.over_memory_budget:
-        fits = ", ".join(f"`preset={name}`" for name in plan.fitting_presets) or "no shipped preset"
+        fits = ", ".join(f"`preset={escape(name)}`" for name in plan.fitting_presets) or "no shipped preset"
         text += (
             f"\n:no_entry: A run would be *refused*: it fits on {fits}; or train lighter (use_peft=true, a smaller "
             "batch_size or max_length). An approver may submit it anyway with `--force` (audited)."
@@ -129,13 +133,13 @@ def render_plan(plan: Plan, *, notes: Sequence[str] = (), estimate: str | None =
     blocks: list[dict[str, Any]] = [
         header(title),
         section(
-            f"*Recipe* `{plan.recipe}` ({escape(plan.recipe_file)}, `{_short(plan.recipe_hash)}`)\n"
-            f"*Component* `{plan.component}` · *Presets* {presets} · {status}"
+            f"*Recipe* `{escape(plan.recipe)}` ({escape(plan.recipe_file)}, `{_short(plan.recipe_hash)}`)\n"
+            f"*Component* `{escape(str(plan.component))}` · *Presets* {presets} · {status}"
         ),
     ]
     if notes:
         blocks.append(context(*(escape(note) for note in notes)))
-    pin_lines = [f"• {name}: `{escape(_short(value))}`" for name, value in plan.pins.items()]
+    pin_lines = [f"• {escape(name)}: `{escape(_short(value))}`" for name, value in plan.pins.items()]
     pin_lines += [f"• :warning: unpinned: {escape(reason)}" for reason in plan.unpinned]
     blocks += sections("*Pins*", pin_lines)
 
@@ -145,9 +149,9 @@ def render_plan(plan: Plan, *, notes: Sequence[str] = (), estimate: str | None =
         if origin == "component default":
             # A pinned input the recipe did not set (a local model has no revision) is no pin: the pins say what is.
             if name not in PINNED_INPUTS:
-                defaults.append(f"{name}={_value(value)}")
+                defaults.append(f"{escape(name)}={_value(value)}")
         else:
-            chosen.append(f"• `{name}` = {_value(value)}  ← _{escape(origin)}_")
+            chosen.append(f"• `{escape(name)}` = {_value(value)}  ← _{escape(origin)}_")
     blocks += sections("*Params* (effective value ← where it came from)", chosen)
     if defaults:
         blocks += sections("*Component defaults*", [", ".join(defaults)])
@@ -161,8 +165,8 @@ def render_plan(plan: Plan, *, notes: Sequence[str] = (), estimate: str | None =
     blocks += sections("*Resources* (from presets; each line says which preset set it)", resource_lines + cluster)
 
     if plan.eval_contract_hash:
-        fields = ", ".join(f"{k}={_value(v)}" for k, v in plan.eval_contract.items())
-        blocks += sections("*Eval contract*", [f"hash `{plan.eval_contract_hash}`", fields])
+        fields = ", ".join(f"{escape(k)}={_value(v)}" for k, v in plan.eval_contract.items())
+        blocks += sections("*Eval contract*", [f"hash `{escape(plan.eval_contract_hash)}`", fields])
     else:
         blocks.append(section("*Eval contract*: none (this recipe defines no fixed evaluation)"))
     if plan.memory is not None:
@@ -185,9 +189,10 @@ def _cost_text(plan: Plan, estimate: str | None) -> str:
     cost = plan.cost
     if cost is None:
         return "*Accelerator-hours*: unknown (no cost profile)"
-    held = f"{cost.count:g} {cost.unit}{'s' if cost.count != 1 else ''} while running"
+    held = f"{cost.count:g} {escape(cost.unit)}{'s' if cost.count != 1 else ''} while running"
     price = (
-        f" · {cost.price:g} {cost.currency} per {cost.unit}-hour ({escape(str(cost.price_source))})"
+        f" · {cost.price:g} {escape(str(cost.currency))} per {escape(cost.unit)}-hour "
+        f"({escape(str(cost.price_source))})"
         if cost.price is not None
         else " · no price set"
     )
@@ -207,7 +212,7 @@ def failure_policy_text(policy: dict[str, Any]) -> str:
     if retry:
         lines.append(
             f"• retried up to {retry['max']} more time(s) from its newest complete checkpoint when "
-            f"{', '.join(retry['on'])}; never on a code, data or NaN failure"
+            f"{escape(', '.join(map(str, retry['on'])))}; never on a code, data or NaN failure"
         )
     else:
         lines.append("• not retried automatically (the recipe sets no `retry:`); resume it by hand")
@@ -217,5 +222,5 @@ def failure_policy_text(policy: dict[str, Any]) -> str:
             f"(from the {escape(str(policy.get('max_pending_from', 'recipe')))})"
         )
     if policy.get("notify"):
-        lines.append(f"• a final failure is also told in <#{policy['notify']}>")
+        lines.append(f"• a final failure is also told in <#{escape(str(policy['notify']))}>")
     return "\n".join(lines)

@@ -114,7 +114,7 @@ def deadline_text(waited_s: float, limit_s: float, origin: str, condition: str |
 
 def routed_text(run_name: str, recipe: str, record: Mapping[str, Any], link: str | None) -> str:
     """The one line a final failure gets in the notify channel (nobody mentioned)."""
-    where = f"<{link}|{run_name}>" if link else f"`{run_name}`"
+    where = f"<{link}|{escape(run_name)}>" if link else f"`{escape(run_name)}`"
     return (
         f":x: {where} (`{escape(recipe)}`) failed — *{escape(str(record['title']))}*: "
         f"`{escape(str(record['evidence']))}`"
@@ -126,10 +126,10 @@ def resume_hint(run: Run) -> str:
     if run.checkpoint_step is not None:
         return (
             f"\nResume from its last checkpoint (step {run.checkpoint_step}) with the card's Resume button or "
-            f"`/finetune resume {run.name}`."
+            f"`/finetune resume {escape(run.name)}`."
         )
     again = "".join(f" {k}={v}" for k, v in sorted(run.overrides.items()))
     return (
         f"\nIt saved no complete checkpoint, so it can't be resumed: start again with "
-        f"`/finetune run recipe={run.recipe_name}{again}`."
+        f"`/finetune run recipe={escape(run.recipe_name)}{escape(again)}`."
     )

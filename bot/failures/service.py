@@ -39,7 +39,7 @@ from bot.runs import (
     run_name_for,
 )
 from bot.runs.deps import RunDeps
-from bot.slack.blocks import escape
+from bot.slack.blocks import escape, mention
 from storage import repos
 from storage.models import Run
 from storage.repos.common import DuplicateError
@@ -85,7 +85,8 @@ class FailureService:
         failure = classify(conditions, lines)
         step = max(checkpoint_steps(info.outputs), default=run.checkpoint_step)
         decision = decide_retry(run.policy, failure.kind, attempt=run.attempt, checkpoint_step=step)
-        inline, left = cap_tail(lines, max_bytes=INLINE_LOG_BYTES)
+        # A job writes what it likes: its lines are escaped for the message (the attached file keeps them as written).
+        inline, left = cap_tail([escape(line) for line in lines], max_bytes=INLINE_LOG_BYTES)
         record = failure_record(
             failure,
             hint_text=hint(
@@ -197,7 +198,8 @@ class FailureService:
             child,
             status=info.status or "created",
             message=f"attempt {attempt}/{total}, copy of {run.polyaxon_uuid}",
-            text=f":repeat: Attempt {attempt}/{total} submitted as `{name}` (Polyaxon `{info.uuid}`)"
+            text=f":repeat: Attempt {attempt}/{total} submitted as `{escape(name)}` (Polyaxon "
+            f"`{escape(str(info.uuid))}`)"
             + (f", loading `checkpoint-{checkpoint}`." if checkpoint is not None else ", from the beginning."),
         )
         return True
@@ -292,7 +294,7 @@ class FailureService:
     @staticmethod
     def mention(run: Run) -> str:
         """The requester, @-mentioned (the only person a run's thread ever mentions)."""
-        return f"<@{run.requester}>"
+        return mention(run.requester)
 
     @staticmethod
     def attempt_label(run: Run) -> str:

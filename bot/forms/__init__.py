@@ -1,7 +1,9 @@
 """The run form: `/finetune run` as a Slack modal with live fields, a preview, and per-field errors.
 
-fields.py   the form's fields from the catalog, what was entered, checked field by field (pure)
+fields.py   the form's fields from the catalog, what was entered (type-checked), checked field by field (pure)
 render.py   the form and its preview as views (pure)
+seal.py     the form's context in private_metadata, signed (HMAC) so that what comes back is what the bot wrote
+admit.py    whether a returned form may be used: its seal, its opener, and its run's channel (asked of Slack)
 service.py  `RunForm`: open (command, Home, the rerun shortcut), update, preview, check and start
 """
 

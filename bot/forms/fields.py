@@ -8,7 +8,6 @@ overrides, and the same provenance, as one typed with those values.
 
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from bot.catalog import Catalog, OverrideSpec, PlanError, Preset, Recipe
 from bot.catalog.overrides import settable_keys
 from bot.grammar import CommandError, Scalar, parse_scalar, scalar_text
+from bot.slack.channels import is_channel_id
 
 # The modal and its parts: block ids name the recipe, so choosing another recipe shows its own defaults
 # (Slack keeps what was entered in a field whose block_id and action_id stay the same).
@@ -40,32 +40,18 @@ def key_block(recipe: str, key: str) -> str:
     return f"key:{recipe}:{key}"
 
 
+ORIGINS = frozenset({"command", "home", "rerun"})
+
+
 @dataclass(frozen=True)
 class FormContext:
-    """What the modal remembers (its private_metadata): the channel it came from, and where it was opened."""
+    """What the modal remembers (its private_metadata, sealed by bot.forms.seal): the channel it came from, where it
+    was opened, and who opened it (only they may submit it)."""
 
     channel: str | None = None
-    origin: str = "command"  # command, home, rerun
+    origin: str = "command"  # one of ORIGINS
     rerun_of: str | None = None
-
-    def dump(self) -> str:
-        """As private_metadata."""
-        return json.dumps({"channel": self.channel, "origin": self.origin, "rerun_of": self.rerun_of})
-
-    @classmethod
-    def load(cls, text: str | None) -> FormContext:
-        """From private_metadata (an empty one: a form with no channel yet)."""
-        try:
-            data = json.loads(text or "{}")
-        except ValueError:
-            data = {}
-        if not isinstance(data, dict):
-            data = {}
-        return cls(
-            channel=data.get("channel") or None,
-            origin=str(data.get("origin") or "command"),
-            rerun_of=data.get("rerun_of") or None,
-        )
+    opener: str = ""
 
 
 @dataclass(frozen=True)
@@ -120,41 +106,102 @@ def allowed_presets(catalog: Catalog, recipe: Recipe) -> list[Preset]:
 
 @dataclass
 class Entered:
-    """What a person entered in the form: read from the view's state."""
+    """What a person entered in the form: read from the view's state, each value's type checked."""
 
     context: FormContext
     recipe: str | None = None
     channel: str | None = None
     presets: list[str] | None = None
     values: dict[str, str] = field(default_factory=dict)  # key -> text, only fields that hold something
+    # Block id -> why its value was not used: it came back as something other than what Slack sends there.
+    problems: dict[str, str] = field(default_factory=dict)
 
 
-def read_entered(view: dict[str, Any]) -> Entered:
-    """The form's state (`view.state.values`) and private_metadata, as the form's fields."""
-    context = FormContext.load(view.get("private_metadata"))
-    values = ((view.get("state") or {}).get("values")) or {}
+NOT_TEXT = "This field came back as something other than text: enter it again."
+NOT_A_CHANNEL = "That is not a channel: choose one from the list."
+
+
+class _Malformed(Exception):
+    """A state value of another type than Slack sends there."""
+
+
+def read_entered(view: dict[str, Any], context: FormContext) -> Entered:
+    """The form's state (`view.state.values`) as its fields, for the context its private_metadata was sealed with.
+
+    Every value is type-checked before use: where Slack sends a string or an option, anything else (a JSON object,
+    a number, a list) is a problem on that field, never used and never an exception. The channel is read from the
+    state only when the form asked for one (a form opened in a channel posts there, whatever the state says).
+    """
+    values = _obj(_obj(view.get("state")).get("values"))
     entered = Entered(context=context, channel=context.channel)
-    selected = (values.get(RECIPE_BLOCK) or {}).get(RECIPE_ACTION) or {}
-    entered.recipe = ((selected.get("selected_option")) or {}).get("value")
-    chosen = (values.get(CHANNEL_BLOCK) or {}).get(VALUE) or {}
-    if chosen.get("selected_conversation"):
-        entered.channel = str(chosen["selected_conversation"])
+    try:
+        entered.recipe = _option_value(_state(values, RECIPE_BLOCK, RECIPE_ACTION).get("selected_option"))
+    except _Malformed:
+        entered.problems[RECIPE_BLOCK] = NOT_TEXT
+    if context.channel is None:
+        try:
+            chosen = _text(_state(values, CHANNEL_BLOCK, VALUE).get("selected_conversation"))
+        except _Malformed:
+            chosen = None
+            entered.problems[CHANNEL_BLOCK] = NOT_A_CHANNEL
+        if chosen and not is_channel_id(chosen):
+            entered.problems[CHANNEL_BLOCK] = NOT_A_CHANNEL
+        elif chosen:
+            entered.channel = chosen
     if entered.recipe is None:
         return entered
-    picked = (values.get(presets_block(entered.recipe)) or {}).get(VALUE)
-    if picked is not None:
-        entered.presets = [o["value"] for o in picked.get("selected_options") or []]
+    presets = _obj(values.get(presets_block(entered.recipe)))
+    if VALUE in presets:
+        try:
+            entered.presets = _option_values(_obj(presets[VALUE]).get("selected_options"))
+        except _Malformed:
+            entered.problems[presets_block(entered.recipe)] = NOT_TEXT
     prefix = key_block(entered.recipe, "")
     for block_id, actions in values.items():
         if not block_id.startswith(prefix):
             continue
-        state = (actions or {}).get(VALUE) or {}
-        text = state.get("value")
-        if text is None and state.get("selected_option"):
-            text = state["selected_option"]["value"]
-        if text is not None and str(text).strip():
-            entered.values[block_id.removeprefix(prefix)] = str(text).strip()
+        state = _obj(_obj(actions).get(VALUE))
+        try:
+            text = _text(state.get("value"))
+            if text is None:
+                text = _option_value(state.get("selected_option"))
+        except _Malformed:
+            entered.problems[block_id] = NOT_TEXT
+            continue
+        if text is not None and text.strip():
+            entered.values[block_id.removeprefix(prefix)] = text.strip()
     return entered
+
+
+def _obj(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _state(values: dict[str, Any], block_id: str, action_id: str) -> dict[str, Any]:
+    return _obj(_obj(values.get(block_id)).get(action_id))
+
+
+def _text(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise _Malformed
+
+
+def _option_value(option: object) -> str | None:
+    if option is None:
+        return None
+    if not isinstance(option, dict):
+        raise _Malformed
+    return _text(option.get("value"))
+
+
+def _option_values(options: object) -> list[str]:
+    if options is None:
+        return []
+    if not isinstance(options, list):
+        raise _Malformed
+    picked = [_option_value(o) for o in options]
+    return [p for p in picked if p is not None]
 
 
 @dataclass
@@ -168,8 +215,12 @@ class Checked:
 def check_entered(catalog: Catalog, entered: Entered, *, needs_channel: bool) -> Checked:
     """Check each field as the catalog would; the `run` command text when every field holds."""
     errors: dict[str, str] = {}
-    if needs_channel and not entered.channel:
+    if needs_channel and CHANNEL_BLOCK in entered.problems:
+        errors[CHANNEL_BLOCK] = entered.problems[CHANNEL_BLOCK]
+    elif needs_channel and not entered.channel:
         errors[CHANNEL_BLOCK] = "Choose the channel the run's card goes to."
+    if RECIPE_BLOCK in entered.problems:
+        return Checked(None, {**errors, RECIPE_BLOCK: entered.problems[RECIPE_BLOCK]})
     if entered.recipe is None:
         errors[RECIPE_BLOCK] = "Choose a recipe."
         return Checked(None, errors)
@@ -178,10 +229,15 @@ def check_entered(catalog: Catalog, entered: Entered, *, needs_channel: bool) ->
     except PlanError as exc:
         return Checked(None, {**errors, RECIPE_BLOCK: exc.message})
     parts = ["run", f"recipe={recipe.name}"]
+    if presets_block(recipe.name) in entered.problems:
+        errors[presets_block(recipe.name)] = entered.problems[presets_block(recipe.name)]
     presets = _presets_part(recipe, entered.presets)
     if presets:
         parts.append(presets)
     for spec in field_specs(catalog, recipe):
+        if key_block(recipe.name, spec.key) in entered.problems:
+            errors[key_block(recipe.name, spec.key)] = entered.problems[key_block(recipe.name, spec.key)]
+            continue
         text = entered.values.get(spec.key)
         if text is None:
             continue
@@ -212,7 +268,8 @@ def _presets_part(recipe: Recipe, presets: list[str] | None) -> str | None:
     if not presets:
         # Nothing picked: the recipe's defaults apply, as on the command line without preset=.
         return None
-    return "preset=" + ",".join(presets)
+    # Quoted: an option value is whatever the payload says, and must stay one word of the command.
+    return "preset=" + shlex.quote(",".join(presets))
 
 
 def error_block(message: str, entered: Entered) -> str:

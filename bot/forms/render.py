@@ -22,6 +22,7 @@ from bot.forms.fields import (
     key_block,
     presets_block,
 )
+from bot.forms.seal import FormSeal
 from bot.grammar import Scalar, scalar_text
 from bot.slack.blocks import context, escape, section
 from bot.slack.views import View, button, input_block, modal, option
@@ -30,8 +31,9 @@ FORM_TITLE = "New fine-tuning run"
 PREVIEW_TITLE = "Preview"
 
 
-def render_form(catalog: Catalog, ctx: FormContext, prefill: Prefill) -> View:
-    """The run form: channel (when it came from no channel), recipe, and once one is chosen its presets and keys."""
+def render_form(catalog: Catalog, ctx: FormContext, prefill: Prefill, seal: FormSeal) -> View:
+    """The run form: channel (when it came from no channel), recipe, and once one is chosen its presets and keys;
+    its context sealed into private_metadata."""
     blocks: list[dict[str, Any]] = []
     if ctx.rerun_of:
         blocks.append(context(f"Rerun of `{escape(ctx.rerun_of)}` with changes: its recipe, presets and overrides."))
@@ -61,7 +63,7 @@ def render_form(catalog: Catalog, ctx: FormContext, prefill: Prefill) -> View:
         callback_id=FORM_CALLBACK,
         submit="Start run",
         close="Cancel",
-        private_metadata=ctx.dump(),
+        private_metadata=seal.seal(ctx),
     )
 
 
@@ -69,7 +71,9 @@ def _recipe_blocks(catalog: Catalog, recipe: Recipe, prefill: Prefill) -> list[d
     spec = recipe.spec
     flags = " · :warning: exploration: runs are non-comparable" if spec.exploration else ""
     blocks: list[dict[str, Any]] = [
-        context(f"*{escape(recipe.name)}*: {escape(recipe.description)} · component `{spec.component}`{flags}")
+        context(
+            f"*{escape(recipe.name)}*: {escape(recipe.description)} · component `{escape(str(spec.component))}`{flags}"
+        )
     ]
     allowed = allowed_presets(catalog, recipe)
     names = [p.name for p in allowed]

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.forms import OPEN_ACTION
-from bot.slack.blocks import command_button, context, divider, escape, header, section
+from bot.slack.blocks import ButtonAction, command_button, context, divider, escape, header, mention, section
 from bot.slack.views import View, button, home
 
 HOME_CALLBACK = "finetune_home"
@@ -112,7 +112,7 @@ def compose_home(data: HomeData) -> View:
     blocks += [divider(), header("Your recent registrations")]
     blocks += _registrations(data.registrations) or [context("No model versions registered from your runs yet.")]
     blocks += [divider(), header("Digests in your channels")]
-    lines = [f"• <#{d.channel}>: {escape(d.schedule)}" for d in data.digests]
+    lines = [f"• <#{escape(d.channel)}>: {escape(d.schedule)}" for d in data.digests]
     blocks.append(section("\n".join(lines)) if lines else context("None of your channels has a digest scheduled."))
     return home(blocks, callback_id=HOME_CALLBACK)
 
@@ -121,12 +121,13 @@ def _runs(runs: list[HomeRun]) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for i, run in enumerate(runs[:MAX_RUNS]):
         step = f" · step {run.step}/{run.max_steps}" if run.step is not None and run.max_steps else ""
-        kind = "" if run.kind == "train" else f" ({run.kind})"
+        kind = "" if run.kind == "train" else f" ({escape(run.kind)})"
         name = f"<{run.link}|{escape(run.name)}>" if run.link else f"`{escape(run.name)}`"
-        blocks.append(section(f"*{name}*{kind} · `{escape(run.recipe)}` · *{run.status}*{step} · in <#{run.channel}>"))
-        buttons = [command_button("Status", f"status {run.name}", suffix=f"home-status-{i}")]
+        where = f"in <#{escape(run.channel)}>"
+        blocks.append(section(f"*{name}*{kind} · `{escape(run.recipe)}` · *{escape(run.status)}*{step} · {where}"))
+        buttons = [command_button("Status", ButtonAction.STATUS, run.name, suffix=f"home-status-{i}")]
         if run.status not in NOT_STOPPABLE:
-            buttons.append(command_button("Stop", f"stop {run.name}", suffix=f"home-stop-{i}", style="danger"))
+            buttons.append(command_button("Stop", ButtonAction.STOP, run.name, suffix=f"home-stop-{i}", style="danger"))
         blocks.append({"type": "actions", "block_id": f"home_run_{i}", "elements": buttons})
     if len(runs) > MAX_RUNS:
         blocks.append(context(f"…and {len(runs) - MAX_RUNS} more: `/finetune status` lists them all."))
@@ -138,10 +139,10 @@ def _requests(requests: list[HomeRequest]) -> list[dict[str, Any]]:
     for req in requests[:MAX_REQUESTS]:
         verb = ACTIONS.get(req.action, req.action.replace("_", " ").capitalize())
         where = f"<{req.link}|the request>" if req.link else "the request"
-        who = "" if req.mine else f" · asked by <@{req.requester}>"
+        who = "" if req.mine else f" · asked by {mention(req.requester)}"
         react = "" if req.mine else f" · react on {where} to approve"
         lines.append(
-            f"• {verb} `{escape(req.subject)}` (run `{escape(req.run_name)}`) in <#{req.channel}> · "
+            f"• {verb} `{escape(req.subject)}` (run `{escape(req.run_name)}`) in <#{escape(req.channel)}> · "
             f"{req.approvals}/{req.quorum} approvals{who}{react}"
         )
     if len(requests) > MAX_REQUESTS:

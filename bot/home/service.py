@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import threading
 import time
 from collections import OrderedDict
@@ -17,18 +16,16 @@ from collections.abc import Callable
 from datetime import datetime
 
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
 
 from bot.digest.schedule import describe_schedule
 from bot.home.compose import HomeData, HomeDigest, HomeRegistration, HomeRequest, HomeRun, compose_home
+from bot.slack.channels import ChannelMembers
 from bot.slack.links import WorkspaceAddress
 from bot.slack.people import People
 from bot.slack.views import publish_home
 from storage import repos
 from storage.db import SessionFactory
 from storage.models import ApprovalRequest, Run
-
-log = logging.getLogger(__name__)
 
 MIN_INTERVAL_S = 5.0
 MAX_USERS = 10_000  # published digests kept (an LRU): the newest per person
@@ -47,6 +44,7 @@ class AppHome:
         clock: Callable[[], datetime],
         polyaxon: bool,
         min_interval_s: float = MIN_INTERVAL_S,
+        members: ChannelMembers | None = None,
     ) -> None:
         self.sessions = sessions
         self.client = client
@@ -54,6 +52,7 @@ class AppHome:
         self.clock = clock
         self.polyaxon = polyaxon
         self.min_interval_s = min_interval_s
+        self.members = members or ChannelMembers()
         self.address = WorkspaceAddress(client)
         self._published: OrderedDict[str, tuple[float, str]] = OrderedDict()
         self._publishing = threading.Lock()
@@ -148,16 +147,5 @@ class AppHome:
         )
 
     def _is_member(self, user: str, channel: str) -> bool:
-        """Whether the user is in the channel (conversations.members, paged); False when Slack cannot say."""
-        cursor = None
-        try:
-            while True:
-                page = self.client.conversations_members(channel=channel, cursor=cursor, limit=1000)
-                if user in (page.get("members") or []):
-                    return True
-                cursor = (page.get("response_metadata") or {}).get("next_cursor")
-                if not cursor:
-                    return False
-        except SlackApiError as exc:
-            log.info("home: members of %s unknown (%s)", channel, exc.response.get("error"))
-            return False
+        """Whether the user is in the channel; False when Slack cannot say (the digest is then not listed)."""
+        return self.members.is_member(self.client, channel=channel, user=user) is True

@@ -32,7 +32,8 @@ def folder_line(check: FolderCheck, command: str | None) -> str:
         verdict = ":white_check_mark: sizes match the manifest (over the hash budget: content not re-hashed)"
     step = f" (step {check.step})" if check.step is not None else ""
     digest = short(check.store_digest or check.manifest_digest or check.recorded_digest)
-    line = f"• `{check.name}`{step}: {size_text(check.size)}, {check.files} files, `{digest}` — {state}; {verdict}"
+    files = f"{size_text(check.size)}, {check.files} files"
+    line = f"• `{escape(check.name)}`{step}: {files}, `{escape(digest)}` — {state}; {verdict}"
     if command:
         line += f"\n    `{escape(command)}`"
     return line
@@ -67,7 +68,7 @@ def render_outputs(
         notes.append(f"{size_text(report.unhashed_bytes)} over the hash budget were checked by size only")
     notes.append("Fetch commands need the Polyaxon CLI pointed at this server (`polyaxon config set --host=…`).")
     blocks.append(context(*notes))
-    text = f"Outputs of {run.name}: {'confirmed' if report.confirmed else 'not confirmed'}"
+    text = f"Outputs of {escape(run.name)}: {'confirmed' if report.confirmed else 'not confirmed'}"
     return text, cap_blocks(blocks, "…report truncated to fit Slack's 50-block limit.")
 
 

@@ -28,11 +28,13 @@ from bot.outputs.inventory import (
     metadata_missing,
 )
 from bot.outputs.render import render_outputs
+from bot.redact import redact
 from bot.runs.admit import find_run_for
 from bot.runs.deps import RunDeps
 from bot.runs.errors import Reply, RunError
 from bot.runs.kinds import Verb
 from bot.runs.thread import RunThread
+from bot.slack.blocks import escape
 from storage import repos
 from storage.models import Run
 
@@ -58,11 +60,16 @@ class OutputsService:
 
         run = find_run_for(self.deps.sessions, ref, Verb.OUTPUTS)
         if not run.polyaxon_uuid:
-            raise RunError(f"`{run.name}` has not reached Polyaxon yet ({run.status}): nothing to read back")
+            raise RunError(
+                f"`{escape(run.name)}` has not reached Polyaxon yet ({escape(run.status)}): nothing to read back"
+            )
         try:
             report, eval_bytes = self.inspect(run)
         except GatewayError as exc:
-            why = f"could not read the outputs of `{run.name}` from Polyaxon: {exc}. Try again shortly."
+            why = (
+                f"could not read the outputs of `{escape(run.name)}` from Polyaxon: "
+                f"{escape(redact(str(exc), extra_secrets=self.deps.secrets))}. Try again shortly."
+            )
             raise RunError(why) from exc
         text, blocks = render_outputs(report, run, self.commands(run, report), self.thread.polyaxon_url(run))
         with self.deps.sessions() as s:
@@ -89,7 +96,7 @@ class OutputsService:
             )
         self.thread.update_card(run, force=True)
         verdict = "confirmed :white_check_mark:" if report.confirmed else "*not confirmed*"
-        return Reply(text=f"Outputs of `{run.name}` read back: {verdict}. The report is in the run's thread.")
+        return Reply(text=f"Outputs of `{escape(run.name)}` read back: {verdict}. The report is in the run's thread.")
 
     # --- reading back ----------------------------------------------------------------------------
 

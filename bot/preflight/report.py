@@ -47,7 +47,7 @@ def render_report(report: dict[str, Any], *, recipe: str, run_command: str) -> t
         verdict += f" in {wall:.0f} s"
     world = report.get("expected_world_size")
     if world:
-        verdict += f" · {world} ranks"
+        verdict += f" · {escape(str(world))} ranks"
     lines = []
     for line in report.get("lines") or []:
         ok = line.get("ok")
@@ -60,5 +60,5 @@ def render_report(report: dict[str, Any], *, recipe: str, run_command: str) -> t
         blocks.append(context(f"Distributed runs of these pins and presets are unlocked: `{escape(run_command)}`"))
     else:
         blocks.append(context("Fix what failed and run the preflight again; the run stays refused until one passes."))
-    text = f"Preflight of {recipe}: {'passed' if passed else 'failed'}"
+    text = escape(f"Preflight of {recipe}: {'passed' if passed else 'failed'}")
     return text, cap_blocks(blocks, "…report truncated to fit Slack's 50-block limit.")

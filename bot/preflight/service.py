@@ -20,7 +20,7 @@ from bot.runs.gate import report_lines
 from bot.runs.reports import read_run_report
 from bot.runs.submit import Submitter
 from bot.runs.thread import RunThread
-from bot.slack.blocks import escape
+from bot.slack.blocks import escape, mention
 from storage import repos
 from storage.models import Preflight, Run
 from storage.repos.runs import TERMINAL_STATUSES
@@ -54,14 +54,16 @@ class PreflightService:
     def start(self, cmd: PreflightCommand, *, user: str, channel: str, delivery_key: str) -> Reply:
         """Compile and submit the preflight; an estimate that cannot fit fails it at once, with nothing submitted."""
         if not self.deps.people.may_run(user):
-            raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
+            raise RunError(f"{mention(user)} may not start runs here; ask someone in FINETUNE_RUNNERS")
         run_cmd = RunCommand(**cmd.model_dump(exclude={"name"}))
         plan = with_cost(self.deps.catalog, self.deps.catalog.plan_preflight(run_cmd))
         if plan.over_memory_budget and plan.memory is not None:
             report = memory_refused_report(plan.memory.summary(), plan.fitting_presets)
             self._record(plan, user=user, channel=channel, run=None, report=report)
             lines = "\n".join(f"• {escape(line)}" for line in report_lines(report))
-            raise RunError(f"Preflight of `{plan.recipe}` failed before submission (nothing was submitted):\n{lines}")
+            raise RunError(
+                f"Preflight of `{escape(plan.recipe)}` failed before submission (nothing was submitted):\n{lines}"
+            )
         reply, run = self.submitter.start_command(plan, run_cmd, user=user, channel=channel, delivery_key=delivery_key)
         if run is None:  # the same delivery again: record the preflight a crash may have kept it from recording
             run = self.submitter.existing(plan, delivery_key)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bot.slack.blocks import escape
 from storage.models import ApprovalRequest, Run
 
 
@@ -27,7 +28,7 @@ class ApprovalAction:
     # What a change of voids the request: "the candidate", "the held run", "the version".
     subject: str = "the candidate"
     # How texts name the request's subject ("`tiny-chat`", "`tiny-chat:v1` → production").
-    label: Callable[[ApprovalRequest], str] = lambda request: f"`{request.model}`"
+    label: Callable[[ApprovalRequest], str] = lambda request: f"`{escape(request.model)}`"
     # After an open request expired unapproved (a held run is cancelled).
     on_expired: Callable[[ApprovalRequest, Run], None] | None = None
     # Why a digest change voids it, for the voided message.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from bot.grammar import RunCommand
 from bot.registry.holds import HeldRuns, escape_command, run_command
 from bot.runs import Reply
-from bot.slack.blocks import escape
+from bot.slack.blocks import escape, mention
 from bot.usage import BudgetVerdict
 from storage.models import Run
 
@@ -38,7 +38,7 @@ class BudgetHolds(HeldRuns):
         what = "sweep" if run.kind == "sweep" else "run"
         self.post_request(run, user=user, detail=verdict.reason, audit=f"{what} recipe={run.recipe_name} over budget")
         return Reply(
-            text=f"`{run.name}` is held: {verdict.reason}. {self.deps.quorum} approval(s) with "
+            text=f"`{escape(run.name)}` is held: {escape(verdict.reason)}. {self.deps.quorum} approval(s) with "
             f":{self.deps.reaction}: from approvers other than you, on the request in its thread, submit it."
         )
 
@@ -46,13 +46,14 @@ class BudgetHolds(HeldRuns):
         """The request quotes the estimate and the budget."""
         return (
             f"Approval request: go over the budget for {run.recipe_name}",
-            f"<@{user}> asks to run `{run.name}`, and {escape(detail)}. It waits, recorded and not submitted, "
+            f"{mention(user)} asks to run `{escape(run.name)}`, and {escape(detail)}. It waits, recorded and not "
+            "submitted, "
             "until approvers approve.",
         )
 
     def released_text(self, run: Run, who: str) -> str:
         """Approved: submitted over the budget."""
-        return f":moneybag: Going over the budget approved by {who}: submitting `{run.name}`."
+        return f":moneybag: Going over the budget approved by {who}: submitting `{escape(run.name)}`."
 
     def expired_text(self, run: Run) -> str:
         """Expired: how to ask again."""

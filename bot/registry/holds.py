@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from bot.grammar import RunCommand
 from bot.registry.deps import RegistryDeps
 from bot.runs import Reply
-from bot.slack.blocks import context, escape, header, section
+from bot.slack.blocks import context, escape, header, mention, section
 from storage import repos
 from storage.models import ApprovalRequest, Run
 
@@ -85,11 +85,12 @@ class HeldRuns:
             section(body),
             context(
                 f"{deps.quorum} approval(s) with :{deps.reaction}: on this message, from approvers other than "
-                f"<@{user}>, submit it · removing a reaction before then withdraws it · expires "
+                f"{mention(user)}, submit it · removing a reaction before then withdraws it · expires "
                 f"{expires_at:%Y-%m-%d %H:%M} UTC, which cancels the run"
             ),
         ]
-        ts = runs.thread.post_thread(run, title, purpose="approval_request", blocks=blocks, broadcast=True)
+        # The title is the header (plain text) and the notification text (mrkdwn): escaped for the latter.
+        ts = runs.thread.post_thread(run, escape(title), purpose="approval_request", blocks=blocks, broadcast=True)
         with runs.sessions() as s:
             request = repos.create_approval_request(
                 s,
@@ -173,7 +174,7 @@ class HeldRuns:
                 run_id=run.id,
             )
             run = repos.get_run(s, run_id=run.id or 0) or run
-        who = ", ".join(f"<@{a}>" for a in approvers)
+        who = ", ".join(mention(a) for a in approvers)
         runs.thread.post_thread(run, self.released_text(run, who), purpose="approval")
         operation: dict[str, Any] = dict(run.pending_operation or {})
         runs.submitter.submit_to_polyaxon(run, operation.get("operation") or {}, operation.get("tags") or [])

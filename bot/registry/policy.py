@@ -15,6 +15,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from bot.slack.blocks import escape, mention
+
 
 class CriteriaError(Exception):
     """A criteria file is malformed; the message names the file and field."""
@@ -231,13 +233,13 @@ def judge_reaction(
         if added and on_request_message:
             return Verdict(
                 code="wrong_emoji",
-                reason=f"only :{approval_reaction}: approves; <@{user}>'s :{reaction}: is not counted",
+                reason=f"only :{approval_reaction}: approves; {mention(user)}'s :{escape(reaction)}: is not counted",
             )
         return Verdict(code="wrong_emoji")
     if request is None or not on_request_message:
         return Verdict(
             code="wrong_message",
-            reason=f"<@{user}>: approvals count only as :{approval_reaction}: on the approval request message"
+            reason=f"{mention(user)}: approvals count only as :{approval_reaction}: on the approval request message"
             if added
             else None,
         )
@@ -257,9 +259,9 @@ def judge_reaction(
         return Verdict(code="expired", reason=f"this request has expired; re-issue {request.reissue}")
     if user in (request.requester, request.run_requester):
         whose = "their own request" if user == request.requester else "a run they started"
-        return Verdict(code="self_approval", reason=f"<@{user}> can't approve {whose}")
+        return Verdict(code="self_approval", reason=f"{mention(user)} can't approve {whose}")
     if user not in approvers:
-        return Verdict(code="not_approver", reason=f"<@{user}> is not an approver (see FINETUNE_APPROVERS)")
+        return Verdict(code="not_approver", reason=f"{mention(user)} is not an approver (see FINETUNE_APPROVERS)")
     if user in already_approved:
         return Verdict(code="duplicate")
     return Verdict(code="counts", counts=True)

@@ -8,7 +8,8 @@ ignored for the count, audited, and answered once in the thread with the reason.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import IntegrityError
 
@@ -18,8 +19,12 @@ from bot.registry.policy import RequestView, Verdict, judge_reaction
 from bot.registry.states import RequestStates
 from bot.runs.admit import kind_answer
 from bot.runs.kinds import Verb
+from bot.slack.blocks import escape, mention
 from storage import repos
 from storage.models import ApprovalRequest, Run
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
 
 _SKIN_TONE = re.compile(r"::skin-tone-\d$")
 
@@ -36,8 +41,27 @@ def _view_status(status: str) -> Any:
 def cancelled(run: Run) -> str | None:
     """Why a request on this run is void whatever its digest says: the run ended before it reached Polyaxon."""
     if run.status in repos.TERMINAL_STATUSES and run.polyaxon_uuid is None:
-        return f"its run `{run.name}` was {run.status} before it reached Polyaxon"
+        return f"its run `{escape(run.name)}` was {escape(run.status)} before it reached Polyaxon"
     return None
+
+
+def requests_of_post(s: Session, run_id: int) -> tuple[Sequence[ApprovalRequest], bool]:
+    """The open requests a post about this run bears on, and whether it is a serving check's post: a check posts in
+    its version's thread, the evidence of the promotion requests that cite it (on the version's run, not its own)."""
+    check = repos.serving_check_for_run(s, run_id=run_id)
+    if check is None:
+        return repos.list_approval_requests(s, statuses=["open"], run_id=run_id), False
+    requests = repos.list_approval_requests(s, statuses=["open"], model=check.model)
+    return [r for r in requests if (r.candidate or {}).get("serving_check_id") == check.id], True
+
+
+def not_by_reaction(user: str, reaction: str, label: str) -> str:
+    """Why the approval emoji on a serving check's report counts for nothing, and where it counts instead."""
+    return (
+        f"{mention(user)}: a serving check is not approved by reaction (the bot judges its report against the "
+        f"recipe's budgets), so :{escape(reaction)}: on it counts for nothing. Approvals count only on the request "
+        f"to promote {label} in this thread."
+    )
 
 
 class ReactionJudge:
@@ -61,13 +85,15 @@ class ReactionJudge:
         with self.deps.runs.sessions() as s:
             request = repos.get_approval_request_by_message(s, channel=channel, message_ts=ts)
             on_request = request is not None
+            on_check = False
             if request is None:
-                # The approval emoji on another of the bot's messages of a run with an open request: tell them
-                # where approvals count. Anything else is none of the bot's business.
+                # The approval emoji on another of the bot's messages of a run with an open request (or on a
+                # serving check's report, cited by its version's request): tell them, once, where approvals count.
+                # Anything else is none of the bot's business.
                 posted = repos.get_posted_message(s, channel=channel, ts=ts)
                 if not added or reaction != self.deps.reaction or posted is None or posted.run_id is None:
                     return
-                open_requests = repos.list_approval_requests(s, statuses=["open"], run_id=posted.run_id)
+                open_requests, on_check = requests_of_post(s, posted.run_id)
                 if not open_requests:
                     orphan = repos.get_run(s, run_id=posted.run_id)
                     if orphan is not None:
@@ -93,6 +119,8 @@ class ReactionJudge:
         verdict = self.judge(
             request, run, hooks, added=added, on_request=on_request, user=user, reaction=reaction, approved=approved
         )
+        if on_check and verdict.code == "wrong_message":
+            verdict = verdict.model_copy(update={"reason": not_by_reaction(user, reaction, hooks.label(request))})
         if verdict.counts:
             fresh = hooks.digest(request, run)
             if fresh is not None and fresh != request.candidate_digest:
@@ -130,7 +158,7 @@ class ReactionJudge:
             expires_at=request.expires_at,
             candidate_digest=request.candidate_digest,
             current_digest=current_digest,
-            reissue=f"`{hooks.reissue(request, run)}`",
+            reissue=f"`{escape(hooks.reissue(request, run))}`",
             subject=hooks.subject,
             voided_because=cancelled(run) if request.status == "voided" else None,
         )
@@ -159,6 +187,7 @@ class ReactionJudge:
     ) -> None:
         request_id = request.id or 0
         label = hooks.label(request)
+        shown = escape(reaction)  # a reaction's name is the sender's to choose
         verb = "reaction_added" if added else "reaction_removed"
         outcome = "ignored"
         progress: str | None = None
@@ -179,7 +208,7 @@ class ReactionJudge:
                 outcome = "ok"
                 with self.deps.runs.sessions() as s:
                     count = len(repos.active_approvals(s, request_id=request_id))
-                progress = f":{self.deps.reaction}: <@{user}> approved {label} ({count}/{request.quorum})."
+                progress = f":{self.deps.reaction}: {mention(user)} approved {label} ({count}/{request.quorum})."
         elif verdict.code == "revokes":
             with self.deps.runs.sessions() as s:
                 revoked = repos.revoke_approval(s, request_id=request_id, user=user)
@@ -187,22 +216,22 @@ class ReactionJudge:
             if revoked is not None:
                 outcome = "ok"
                 progress = (
-                    f":leftwards_arrow_with_hook: <@{user}> withdrew their approval of {label} "
+                    f":leftwards_arrow_with_hook: {mention(user)} withdrew their approval of {label} "
                     f"({count}/{request.quorum})."
                 )
         elif verdict.code == "expired" and request.status == "open":
             self.states.expire(request, run)
         elif verdict.code == "closed" and request.status in DONE:
             reason = (
-                f"<@{user}> removed :{reaction}: after it was {hooks.done}: {label} stays {hooks.done}"
+                f"{mention(user)} removed :{shown}: after it was {hooks.done}: {label} stays {hooks.done}"
                 if not added
-                else f"{label} is {hooks.done} already: <@{user}>'s :{reaction}: changes nothing"
+                else f"{label} is {hooks.done} already: {mention(user)}'s :{shown}: changes nothing"
             )
         elif verdict.code == "closed" and added and request.status in IN_FLIGHT:
-            reason = f"{label} has its approvals and is {hooks.doing}: <@{user}>'s :{reaction}: is not needed"
+            reason = f"{label} has its approvals and is {hooks.doing}: {mention(user)}'s :{shown}: is not needed"
         elif verdict.code == "closed" and not added and request.status in IN_FLIGHT:
             # The action is in flight: too late to withdraw (an approved request is reopened above).
-            reason = f"<@{user}> removed :{reaction}: while {label} was {hooks.doing}: the approval stands for it"
+            reason = f"{mention(user)} removed :{shown}: while {label} was {hooks.doing}: the approval stands for it"
         with self.deps.runs.sessions() as s:
             repos.add_audit(
                 s,
@@ -225,6 +254,7 @@ class ReactionJudge:
         """The approval emoji on a run's card or thread with no open request: tell the reactor (only them), by the
         run's kind: how to ask for a registration, or why this kind of run has nothing to approve."""
         answer = kind_answer(self.deps.runs.sessions, run, Verb.APPROVE, reaction=reaction)
+        shown = escape(reaction)  # a reaction's name is the sender's to choose
         with self.deps.runs.sessions() as s:
             repos.add_audit(
                 s,
@@ -236,9 +266,9 @@ class ReactionJudge:
                 run_id=run.id,
             )
         text = answer or (
-            f"`{run.name}` has no open approval request, so :{reaction}: approves nothing. "
-            f"A registration starts with `/finetune register {run.name} model=NAME`; approvals count only on the "
-            "request message it posts."
+            f"`{escape(run.name)}` has no open approval request, so :{shown}: approves nothing. "
+            f"A registration starts with `/finetune register {escape(run.name)} model=NAME`; "
+            "approvals count only on the request message it posts."
         )
         self.deps.runs.client.chat_postEphemeral(
             channel=run.channel, user=user, thread_ts=run.thread_ts, text=f":information_source: {text}"

@@ -29,12 +29,16 @@ class RequestMaker:
         deps, runs = self.deps, self.deps.runs
         run = find_run_for(runs.sessions, cmd.run, Verb.REGISTER)
         if run.status != "succeeded" or not run.polyaxon_uuid:
-            raise RunError(f"run `{run.name}` is {run.status}: only a run that succeeded can be registered")
+            raise RunError(
+                f"run `{escape(run.name)}` is {escape(run.status)}: only a run that succeeded can be registered"
+            )
         if cmd.version is not None:
             with runs.sessions() as s:
                 taken = repos.get_registration(s, model=cmd.model, version=cmd.version)
             if taken is not None:
-                raise RunError(f"`{cmd.model}:{cmd.version}` is registered already; choose another `version=`")
+                raise RunError(
+                    f"`{escape(cmd.model)}:{escape(str(cmd.version))}` is registered already; choose another `version=`"
+                )
         try:
             criteria = load_criteria(deps.criteria_dir, cmd.model)
         except CriteriaError as exc:
@@ -43,7 +47,7 @@ class RequestMaker:
             candidate, _ = read_candidate(deps, run)
         except GatewayError as exc:
             raise RunError(
-                f"Polyaxon is unreachable, so the candidate of `{run.name}` can't be read: {deps.redact(exc)}. "
+                f"Polyaxon is unreachable, so the candidate of `{escape(run.name)}` can't be read: {deps.redact(exc)}. "
                 "Nothing was requested; try again."
             ) from exc
         digest = candidate.digest()
@@ -56,7 +60,9 @@ class RequestMaker:
             elif old.candidate_digest == digest:
                 link = runs.thread.permalink(old.channel, old.message_ts)
                 where = f"<{link}|the open request>" if link else "the open request"
-                raise RunError(f"`{run.name}` already has an open request for `{cmd.model}`: react on {where}")
+                raise RunError(
+                    f"`{escape(run.name)}` already has an open request for `{escape(cmd.model)}`: react on {where}"
+                )
             else:
                 self.states.void(old, run, new_digest=digest)
         results = evaluate_criteria(criteria, candidate, current_version(deps, cmd.model))
@@ -74,7 +80,10 @@ class RequestMaker:
             expires_at=expires_at,
         )
         passed = sum(r.passed for r in results)
-        text = f"Approval request: register `{run.name}` as {cmd.model} ({passed}/{len(results)} criteria pass)"
+        text = (
+            f"Approval request: register `{escape(run.name)}` as {escape(cmd.model)} "
+            f"({passed}/{len(results)} criteria pass)"
+        )
         # In the thread, and sent to the channel.
         ts = runs.thread.post_thread(run, text, purpose="approval_request", blocks=blocks, broadcast=True)
         thread_ts = run.thread_ts or ts
@@ -109,6 +118,6 @@ class RequestMaker:
         link = runs.thread.permalink(run.channel, ts)
         where = f"<{link}|approval request>" if link else "approval request"
         return Reply(
-            text=f"Posted the {where} for `{cmd.model}` in the thread of `{run.name}`: "
+            text=f"Posted the {where} for `{escape(cmd.model)}` in the thread of `{escape(run.name)}`: "
             f"{deps.quorum} approval(s) with :{deps.reaction}: from approvers register it."
         )

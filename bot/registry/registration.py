@@ -17,7 +17,7 @@ from bot.registry.policy import CriterionResult
 from bot.registry.quorum import QuorumClaims
 from bot.registry.render import next_version, polyaxon_version_name
 from bot.registry.states import RequestStates
-from bot.slack.blocks import escape
+from bot.slack.blocks import escape, mention
 from storage import repos
 from storage.models import ApprovalRequest, Run
 
@@ -125,9 +125,10 @@ class Registrar:
             from_statuses=("registering",),
             error=f"{label} was registered by another request",
             audit=f"{label} taken by another request",
-            told=f":no_entry: The approval request for `{label}` is *voided*: that version was registered by another "
-            f"request after this one was made. Re-issue with another version: "
-            f"`/finetune register {run.name} model={request.model} version=…` (or leave `version=` out).",
+            told=f":no_entry: The approval request for `{escape(label)}` is *voided*: that version was registered "
+            f"by another request after this one was made. Re-issue with another version: "
+            f"`/finetune register {escape(run.name)} model={escape(request.model)} version=…` "
+            "(or leave `version=` out).",
         )
         return False
 
@@ -139,7 +140,8 @@ class Registrar:
             exc,
             command=f"register approval request {request.id}",
             told=lambda reason: (
-                f":hourglass_flowing_sand: Quorum reached for `{request.model}`, but registering failed: {reason}"
+                f":hourglass_flowing_sand: Quorum reached for `{escape(request.model)}`, "
+                f"but registering failed: {reason}"
             ),
         )
 
@@ -168,17 +170,18 @@ class Registrar:
         approver_lines = []
         for approval in approvals:
             link = self.deps.runs.thread.permalink(request.channel, approval.message_ts)
-            where = f"<{link}|:{approval.reaction}: on the request>" if link else f":{approval.reaction}:"
-            approver_lines.append(f"<@{approval.user}> ({where}, {approval.approved_at:%Y-%m-%d %H:%M} UTC)")
+            emoji = f":{escape(approval.reaction)}:"
+            where = f"<{link}|{emoji} on the request>" if link else emoji
+            approver_lines.append(f"{mention(approval.user)} ({where}, {approval.approved_at:%Y-%m-%d %H:%M} UTC)")
         results = [CriterionResult.model_validate(c) for c in request.criteria]
         passed = sum(r.passed for r in results)
         lines = "\n".join(f"{':white_check_mark:' if r.passed else ':x:'} {escape(r.name)}" for r in results)
         text = (
             f":{RECORDED_REACTION}: Registered *{escape(request.model)}:{escape(registration.version)}* "
-            f"(Polyaxon model version `{registration.polyaxon_version}`) from `{run.name}`.\n"
+            f"(Polyaxon model version `{escape(str(registration.polyaxon_version))}`) from `{escape(run.name)}`.\n"
             f"Approved by {', '.join(approver_lines)}.\n"
-            f"Criteria ({request.criteria_version}): {passed}/{len(results)} pass\n{lines}\n"
-            f"`/finetune trace {request.model}:{registration.version}` shows the whole chain."
+            f"Criteria ({escape(str(request.criteria_version))}): {passed}/{len(results)} pass\n{lines}\n"
+            f"`/finetune trace {escape(request.model)}:{escape(registration.version)}` shows the whole chain."
         )
         if (
             not recovering

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.registry.policy import Candidate, CriterionResult
-from bot.slack.blocks import context, escape, header, section
+from bot.slack.blocks import context, escape, header, mention, section
 
 
 def polyaxon_version_name(model: str, version: str) -> str:
@@ -35,23 +35,23 @@ def render_request(
     expires_at: datetime,
 ) -> list[dict[str, Any]]:
     """The approval request message: the candidate, every criterion with its evidence, how to approve."""
-    evals = " · ".join(f"{k} `{v:.4g}`" for k, v in sorted(candidate.eval_results.items())) or "none"
-    pins = " · ".join(f"{k} `{escape(str(v))}`" for k, v in sorted(candidate.pins.items())) or "none"
+    evals = " · ".join(f"{escape(k)} `{v:.4g}`" for k, v in sorted(candidate.eval_results.items())) or "none"
+    pins = " · ".join(f"{escape(k)} `{escape(str(v))}`" for k, v in sorted(candidate.pins.items())) or "none"
     candidate_lines = [
-        f"*Run* `{candidate.run_name}` (`{candidate.run_uuid}`)",
+        f"*Run* `{escape(candidate.run_name)}` (`{escape(str(candidate.run_uuid))}`)",
         f"*Checkpoint* `{escape(candidate.checkpoint_path or 'none')}`"
-        f" · digest `{candidate.checkpoint_digest or 'none'}`",
+        f" · digest `{escape(candidate.checkpoint_digest or 'none')}`",
         f"*Eval results* {evals}",
-        f"*Eval contract* `{candidate.eval_contract_hash or 'none'}`",
+        f"*Eval contract* `{escape(candidate.eval_contract_hash or 'none')}`",
         f"*Pins* {pins}",
-        f"*Artifacts* {', '.join(candidate.artifacts) or 'none'}",
+        f"*Artifacts* {escape(', '.join(candidate.artifacts)) or 'none'}",
     ]
     passed = sum(r.passed for r in results)
     criteria_lines = [
-        f"{':white_check_mark:' if r.passed else ':x:'} *{escape(r.name)}* — {r.evidence}" for r in results
+        f"{':white_check_mark:' if r.passed else ':x:'} *{escape(r.name)}* — {escape(r.evidence)}" for r in results
     ]
     label = f"{model}:{version}" if version else f"{model} (next version)"
-    self_rule = f"<@{requester}>" + (f" and <@{run_requester}>" if run_requester != requester else "")
+    self_rule = mention(requester) + (f" and {mention(run_requester)}" if run_requester != requester else "")
     return [
         header(f"Approval request: register {label}"),
         section("\n".join(candidate_lines)),
@@ -60,8 +60,8 @@ def render_request(
             "not blocking)\n" + "\n".join(criteria_lines)
         ),
         context(
-            f"Requested by <@{requester}>. {quorum} approval(s) needed: react with :{reaction}: on *this* message "
-            f"(approvers only; not {self_rule}). Removing the reaction before registration revokes it. "
+            f"Requested by {mention(requester)}. {quorum} approval(s) needed: react with :{reaction}: on "
+            f"*this* message (approvers only; not {self_rule}). Removing the reaction before registration revokes it. "
             f"Expires {expires_at:%Y-%m-%d %H:%M} UTC. Candidate digest `{candidate.digest()[:12]}`."
         ),
     ]

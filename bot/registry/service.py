@@ -26,6 +26,7 @@ from bot.registry.skip import SkipRequests, ask_again, skip_digest
 from bot.registry.states import RequestStates
 from bot.registry.trace import Tracer
 from bot.runs import Reply, RunService
+from bot.slack.blocks import escape
 from storage.models import ApprovalRequest
 
 REGISTER = "register"
@@ -34,7 +35,7 @@ REGISTER = "register"
 def registration_label(request: ApprovalRequest) -> str:
     """A registration request's subject: the model, and its version once registered."""
     registered = request.status == "registered" and request.version
-    return f"`{request.model}:{request.version}`" if registered else f"`{request.model}`"
+    return f"`{escape(request.model)}:{escape(str(request.version))}`" if registered else f"`{escape(request.model)}`"
 
 
 if TYPE_CHECKING:
@@ -75,7 +76,9 @@ class RegistrationService:
                 reissue=lambda request, run: f"/finetune register {run.name} model={request.model}",
                 on_quorum=self.registrar.maybe_register,
                 label=lambda r: (
-                    f"`{r.model}:{r.version}`" if r.status == "registered" and r.version else f"`{r.model}`"
+                    f"`{escape(r.model)}:{escape(r.version)}`"
+                    if r.status == "registered" and r.version
+                    else f"`{escape(r.model)}`"
                 ),
             ),
         )

@@ -17,7 +17,7 @@ from typing import Any
 from bot.grammar import RunCommand
 from bot.registry.holds import HELD, HeldRuns, escape_command, held_digest, run_command
 from bot.runs import Reply
-from bot.slack.blocks import escape
+from bot.slack.blocks import escape, mention
 from storage.models import ApprovalRequest, Run
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,8 @@ class SkipRequests(HeldRuns):
         self.post_request(run, user=user, detail=command, audit=audit)
         quorum = self.deps.quorum
         return Reply(
-            text=f"`{run.name}` is held: {quorum} approval(s) with :{self.deps.reaction}: from other approvers on "
+            text=f"`{escape(run.name)}` is held: {quorum} approval(s) with :{self.deps.reaction}: from other "
+            "approvers on "
             "the request in its thread submit it without a preflight (it will show as unvalidated)."
         )
 
@@ -77,7 +78,8 @@ class SkipRequests(HeldRuns):
         """The request asks to run without a passed preflight, and quotes the preflight that would validate it."""
         return (
             f"Approval request: skip the preflight of {run.recipe_name}",
-            f"<@{user}> asks to run `{run.name}` (distributed) *without* a passed preflight. Nothing validated "
+            f"{mention(user)} asks to run `{escape(run.name)}` (distributed) *without* a passed preflight. Nothing "
+            "validated "
             "its memory, the communication between its workers or its checkpoint recovery on these pins and "
             f"presets. The preflight would be:\n`{escape(detail)}`",
         )
@@ -93,7 +95,7 @@ class SkipRequests(HeldRuns):
 
     def released_text(self, run: Run, who: str) -> str:
         """Approved: submitted unvalidated."""
-        return f":warning: Preflight skip approved by {who}: submitting `{run.name}` *unvalidated*."
+        return f":warning: Preflight skip approved by {who}: submitting `{escape(run.name)}` *unvalidated*."
 
     def expired_text(self, run: Run) -> str:
         """Expired: how to ask again, or validate it."""

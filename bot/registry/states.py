@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import partial
 
 from bot.registry.deps import RegistryDeps
+from bot.slack.blocks import escape
 from storage import repos
 from storage.models import ApprovalRequest, Run
 
@@ -25,7 +26,7 @@ class RequestStates:
     def label(self, request: ApprovalRequest) -> str:
         """How texts name the request's subject."""
         hooks = self.deps.action(request.action)
-        return hooks.label(request) if hooks is not None else f"`{request.model}`"
+        return hooks.label(request) if hooks is not None else f"`{escape(request.model)}`"
 
     def changed(self, request: ApprovalRequest) -> str:
         """What changed, for the voided message."""
@@ -61,7 +62,7 @@ class RequestStates:
             self.deps.runs.thread.post_thread(
                 run,
                 f":hourglass: The approval request for {self.label(request)} expired unapproved "
-                f"({count}/{request.quorum} approvals). To ask again: `{self.reissue(request, run)}`.",
+                f"({count}/{request.quorum} approvals). To ask again: `{escape(self.reissue(request, run))}`.",
                 purpose="approval_expired",
             )
             hooks = self.deps.action(request.action)
@@ -98,7 +99,7 @@ class RequestStates:
             audit=f"candidate digest {digests}",
             told=f":no_entry: The approval request for {self.label(request)} is *voided*: {self.changed(request)} "
             f"(digest `{request.candidate_digest[:12]}` → `{new_digest[:12]}`). "
-            f"Its approvals no longer count; re-issue `{self.reissue(request, run)}`.",
+            f"Its approvals no longer count; re-issue `{escape(self.reissue(request, run))}`.",
         )
 
     def void_cancelled(self, run: Run, user: str) -> str | None:

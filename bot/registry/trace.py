@@ -12,7 +12,7 @@ from bot.registry.deps import RegistryDeps
 from bot.registry.policy import Candidate
 from bot.runs import Reply, RunError
 from bot.runs.admit import again_command
-from bot.slack.blocks import escape, header, section
+from bot.slack.blocks import escape, header, mention, section
 from storage import repos
 from storage.models import AuditEntry, Registration, Run
 
@@ -47,7 +47,7 @@ def command_text(link: Link) -> str:
     """The command that started the run, as it was typed: `run …`, `resume …`, or the automatic retry."""
     run, parent = link.run, link.parent
     if run.attempt > 1 and parent is not None:
-        return f"automatic retry: attempt {run.attempt} after `{parent.name}` failed"
+        return f"automatic retry: attempt {run.attempt} after `{escape(parent.name)}` failed"
     entry = next((a for a in link.audit if a.command.startswith("resume ") and a.outcome == "ok"), None)
     if parent is not None and entry is not None:
         typed: dict[str, str] = {}
@@ -71,7 +71,7 @@ def started_by(link: Link) -> str:
     verbs = ("run ", "resume ", "retry ", "preflight ", "sweep ")
     entry = next((a for a in link.audit if a.command.startswith(verbs) and a.outcome == "ok"), None)
     user = entry.user if entry is not None else link.run.requester
-    who = "the bot" if user == "finetune-bot" else f"<@{user}>"
+    who = "the bot" if user == "finetune-bot" else mention(user)
     return f"by {who} at {(entry.at if entry else link.run.created_at):%Y-%m-%d %H:%M} UTC"
 
 
@@ -87,8 +87,8 @@ def origin_lines(links: Sequence[Link]) -> list[str]:
         ancestor = next((a for a in links if a.run.id == parent.id), None)
         how = f", itself started with {command_text(ancestor)} {started_by(ancestor)}" if ancestor is not None else ""
         lines.append(
-            f"• `{link.run.name}` started from {start} of `{parent.name}` "
-            f"(`{parent.polyaxon_uuid or '—'}`, {parent.status}){how}"
+            f"• `{escape(link.run.name)}` started from {start} of `{escape(parent.name)}` "
+            f"(`{escape(parent.polyaxon_uuid or '—')}`, {escape(parent.status)}){how}"
         )
     return lines
 
@@ -104,10 +104,9 @@ def validation_lines(run: Run) -> list[str]:
             f"(passed {escape(str(validation.get('passed_at') or ''))}){': ' + checks if checks else ''}"
         )
     elif validation.get("state") == "unvalidated":
-        approvers = ", ".join(f"<@{a}>" for a in validation.get("approved_by") or []) or "nobody"
-        lines.append(
-            f":warning: *Unvalidated*: preflight skipped by <@{validation.get('skipped_by')}>, approved by {approvers}"
-        )
+        approvers = ", ".join(mention(a) for a in validation.get("approved_by") or []) or "nobody"
+        skipped_by = mention(str(validation.get("skipped_by")))
+        lines.append(f":warning: *Unvalidated*: preflight skipped by {skipped_by}, approved by {approvers}")
     if run.outputs_confirmed_at is not None:
         lines.append(f"*Outputs confirmed* {run.outputs_confirmed_at:%Y-%m-%d %H:%M} UTC (read back and checked)")
     return lines
@@ -145,28 +144,32 @@ class Tracer:
             audit = list(repos.list_audit_for_run(s, run_id=registration.run_id))
             links = chain_of(s, run, audit) if run is not None else []
         if run is None:
-            raise RunError(f"the run of `{cmd.model}:{registration.version}` is missing from the database")
+            raise RunError(
+                f"the run of `{escape(cmd.model)}:{escape(registration.version)}` is missing from the database"
+            )
         label = f"{registration.model}:{registration.version}"
         lines: list[str] = []
         try:
             remote = self.deps.gateway.get_model_version(registration.polyaxon_version or "")
             lines.append(
-                f"*Version* `{escape(label)}` = Polyaxon model version `{remote.name}` (stage {remote.stage}), "
-                f"bound to run `{remote.run_uuid}`, artifacts {', '.join(f'`{a}`' for a in remote.artifacts) or 'none'}"
+                f"*Version* `{escape(label)}` = Polyaxon model version `{escape(remote.name)}` "
+                f"(stage {escape(str(remote.stage))}), bound to run `{escape(str(remote.run_uuid))}`, "
+                f"artifacts {', '.join(f'`{escape(a)}`' for a in remote.artifacts) or 'none'}"
             )
         except GatewayError as exc:
             lines.append(
-                f"*Version* `{escape(label)}` = Polyaxon model version `{registration.polyaxon_version}` "
+                f"*Version* `{escape(label)}` = Polyaxon model version `{escape(str(registration.polyaxon_version))}` "
                 f"(Polyaxon unreachable, shown from storage: {self.deps.redact(exc)})"
             )
         lines.append(f"Registered {registration.registered_at:%Y-%m-%d %H:%M} UTC")
         url = self.deps.runs.thread.polyaxon_url(run)
-        run_ref = f"<{url}|{run.name}>" if url else f"`{run.name}`"
-        lines.append(f"*Run* {run_ref} (`{run.polyaxon_uuid}`, {run.status})")
-        pins = ", ".join(f"{k}=`{escape(str(v))}`" for k, v in sorted(run.pins.items())) or "none"
+        run_ref = f"<{url}|{escape(run.name)}>" if url else f"`{escape(run.name)}`"
+        lines.append(f"*Run* {run_ref} (`{escape(str(run.polyaxon_uuid))}`, {escape(run.status)})")
+        pins = ", ".join(f"{escape(k)}=`{escape(str(v))}`" for k, v in sorted(run.pins.items())) or "none"
         lines.append(
-            f"*Recipe* `{run.recipe_name}` (hash `{run.recipe_hash[:19]}`) · presets {', '.join(run.presets) or 'none'}"
-            f" · pins {pins} · eval contract `{run.eval_contract_hash[:19] or '—'}`"
+            f"*Recipe* `{escape(run.recipe_name)}` (hash `{escape(run.recipe_hash[:19])}`) "
+            f"· presets {escape(', '.join(run.presets)) or 'none'}"
+            f" · pins {pins} · eval contract `{escape(run.eval_contract_hash[:19] or '—')}`"
         )
         lines += validation_lines(run)
         card = self.deps.runs.thread.permalink(run.channel, run.card_ts)
@@ -179,31 +182,32 @@ class Tracer:
             lines.append("*Started from*\n" + "\n".join(origins))
         if request is not None and request.candidate:
             candidate = Candidate.model_validate(request.candidate)
-            evals = ", ".join(f"{k} `{v:.4g}`" for k, v in sorted(candidate.eval_results.items())) or "none"
+            evals = ", ".join(f"{escape(k)} `{v:.4g}`" for k, v in sorted(candidate.eval_results.items())) or "none"
             lines.append(
                 f"*Checkpoint* `{escape(candidate.checkpoint_path or '—')}`"
-                f" digest `{candidate.checkpoint_digest or '—'}`"
-                f" · *eval* {evals} (contract `{candidate.eval_contract_hash[:19] or '—'}`)"
-                f" · artifacts {', '.join(registration.artifacts) or 'none'}"
+                f" digest `{escape(candidate.checkpoint_digest or '—')}`"
+                f" · *eval* {evals} (contract `{escape(candidate.eval_contract_hash[:19] or '—')}`)"
+                f" · artifacts {escape(', '.join(registration.artifacts)) or 'none'}"
             )
         if request is not None:
             link = self.deps.runs.thread.permalink(request.channel, request.message_ts)
             lines.append(
-                f"*Request* by <@{request.requester}> at {request.created_at:%Y-%m-%d %H:%M} UTC"
+                f"*Request* by {mention(request.requester)} at {request.created_at:%Y-%m-%d %H:%M} UTC"
                 + (f" · <{link}|request message>" if link else "")
-                + f" · criteria {request.criteria_version} ({sum(bool(c.get('passed')) for c in request.criteria)}"
-                f"/{len(request.criteria)} pass) · quorum {request.quorum}"
+                + f" · criteria {escape(str(request.criteria_version))} "
+                f"({sum(bool(c.get('passed')) for c in request.criteria)}/{len(request.criteria)} pass) "
+                f"· quorum {request.quorum}"
             )
             for approval in approvals:
-                entry = f"• <@{approval.user}> approved {approval.approved_at:%Y-%m-%d %H:%M:%S} UTC"
+                entry = f"• {mention(approval.user)} approved {approval.approved_at:%Y-%m-%d %H:%M:%S} UTC"
                 if approval.revoked_at is not None:
                     entry += f", revoked {approval.revoked_at:%Y-%m-%d %H:%M:%S} UTC"
                 lines.append(entry)
             revocations = [a for a in audit if a.command.startswith("reaction_removed") and a.outcome == "ok"]
             for revocation in revocations:
                 if not any(a.user == revocation.user and a.revoked_at for a in approvals):
-                    lines.append(f"• <@{revocation.user}> revoked at {revocation.at:%Y-%m-%d %H:%M:%S} UTC")
+                    lines.append(f"• {mention(revocation.user)} revoked at {revocation.at:%Y-%m-%d %H:%M:%S} UTC")
         for extra in self.extra_lines:
             lines += extra(registration)
         blocks = [header(f"Trace of {label}"), section("\n".join(lines))]
-        return Reply(text=f"Trace of {label}", blocks=blocks)
+        return Reply(text=f"Trace of {escape(label)}", blocks=blocks)

@@ -72,11 +72,11 @@ class ServingChecks:
             )
         if passed is not None:
             return passed, True
-        label = f"`{registration.model}:{registration.version}`"
+        label = f"`{escape(registration.model)}:{escape(registration.version)}`"
         if running is not None:
             raise RunError(
                 f"a serving check of {label} is running already (#{running.id}); its report and, when it passes, the "
-                f"approval request to promote to {running.stage} follow in the version's thread"
+                f"approval request to promote to {escape(str(running.stage))} follow in the version's thread"
             )
         created: list[ServingCheck] = []
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from bot.registry.deps import RegistryDeps
 from bot.release.policy import Change, stage_holders
 from bot.runs import RunError
-from bot.slack.blocks import escape
+from bot.slack.blocks import escape, mention
 from storage import repos
 from storage.models import ApprovalRequest, Registration, Run, ServingCheck, StageChange
 
@@ -42,12 +42,13 @@ class StageLedger:
             known = [r.version for r in repos.list_registrations(s, model=model)]
             run = repos.get_run(s, run_id=registration.run_id) if registration is not None else None
         if registration is None:
-            there = f"its versions: {', '.join(known)}" if known else "it has no registered version"
+            there = f"its versions: {escape(', '.join(known))}" if known else "it has no registered version"
             raise RunError(
-                f"`{model}:{version}` is not registered ({there}); `/finetune register RUN model={model}` registers one"
+                f"`{escape(model)}:{escape(version)}` is not registered ({there}); "
+                f"`/finetune register RUN model={escape(model)}` registers one"
             )
         if run is None:
-            raise RunError(f"the run of `{model}:{version}` is missing from the database")
+            raise RunError(f"the run of `{escape(model)}:{escape(version)}` is missing from the database")
         return registration, run
 
     def read_version(self, registration: Registration) -> ModelVersion:
@@ -58,8 +59,9 @@ class StageLedger:
             return self.gateway.get_model_version(registration.polyaxon_version or "")
         except GatewayError as exc:
             raise RunError(
-                f"Polyaxon is unreachable, so the stage of `{registration.model}:{registration.version}` can't be "
-                f"read: {self.deps.redact(exc)}. Nothing was changed; try again."
+                f"Polyaxon is unreachable, so the stage of "
+                f"`{escape(registration.model)}:{escape(registration.version)}` can't be read: "
+                f"{self.deps.redact(exc)}. Nothing was changed; try again."
             ) from exc
 
     def changes(self, model: str) -> list[Change]:
@@ -200,23 +202,24 @@ class StageLedger:
     def told(self, change: StageChange) -> str:
         """The one post of a stage change, in the version's thread and the channel."""
         label = f"*{escape(change.model)}:{escape(change.version)}*"
-        approvers = ", ".join(f"<@{a}>" for a in change.approvers)
+        approvers = ", ".join(mention(a) for a in change.approvers)
         with self.deps.runs.sessions() as s:
             retired = [
                 c
                 for c in repos.list_stage_changes(s, model=change.model)
                 if c.id is not None and c.id > (change.id or 0) and c.at == change.at and c.to_stage == RETIRED
             ]
+        to_stage, from_stage = escape(change.to_stage), escape(str(change.from_stage))
         line = {
-            "promote": f":rocket: {label} is now in *{change.to_stage}* (from {change.from_stage})",
-            "rollback": f":rewind: Rolled back: {label} is in *{change.to_stage}* again, by <@{change.actor}>",
-        }.get(change.kind, f"{label}: {change.from_stage} → {change.to_stage}")
+            "promote": f":rocket: {label} is now in *{to_stage}* (from {from_stage})",
+            "rollback": f":rewind: Rolled back: {label} is in *{to_stage}* again, by {mention(change.actor)}",
+        }.get(change.kind, f"{label}: {from_stage} → {to_stage}")
         parts = [line]
         if approvers and change.kind == "promote":
-            parts.append(f"approved by {approvers}, requested by <@{change.actor}>")
+            parts.append(f"approved by {approvers}, requested by {mention(change.actor)}")
         if change.serving_check_id is not None:
             parts.append(f"serving check #{change.serving_check_id} passed")
         text = "; ".join(parts) + "."
         for other in retired:
-            text += f"\n`{other.version}` left {change.to_stage} for `{RETIRED}`."
-        return text + f"\n`/finetune trace {change.model}:{change.version}` shows every stage change."
+            text += f"\n`{escape(other.version)}` left {to_stage} for `{RETIRED}`."
+        return text + f"\n`/finetune trace {escape(change.model)}:{escape(change.version)}` shows every stage change."

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.registry.policy import CriteriaError, CriterionResult, criteria_path
+from bot.slack.blocks import escape
 
 Stage = Literal["testing", "staging", "production", "disabled"]
 
@@ -57,13 +58,15 @@ def load_promotion_rules(criteria_dir: Path, model: str) -> PromotionRules:
 
 
 def refuse_promotion(*, label: str, current: str | None, target: str, rule: StageRule) -> str | None:
-    """Why `label` can't be promoted from `current` to `target` by the rules, or None."""
+    """Why `label` (mrkdwn, its values escaped by the caller) can't go from `current` to `target`, or None."""
     if current == target:
-        return f"{label} is in {target} already"
+        return f"{label} is in {escape(target)} already"
     if current not in rule.from_stages:
-        path = " or ".join(f"`{s}`" for s in rule.from_stages)
+        path = " or ".join(f"`{escape(s)}`" for s in rule.from_stages)
         hint = " (promote it to `staging` first)" if "staging" in rule.from_stages else ""
-        return f"{label} is in `{current or 'no stage'}`: {target} takes a version from {path} only{hint}"
+        return (
+            f"{label} is in `{escape(current or 'no stage')}`: {escape(target)} takes a version from {path} only{hint}"
+        )
     return None
 
 

@@ -17,6 +17,7 @@ from bot.release.ledger import StageLedger
 from bot.release.policy import refuse_promotion
 from bot.release.requests import ACTION, PromotionRequests
 from bot.runs import Reply, RunError
+from bot.slack.blocks import escape, mention
 from storage import repos
 from storage.models import Registration, ServingCheck
 
@@ -44,9 +45,9 @@ class Promoter:
         """Check the rules, then start (or reuse) the serving check; a passed one's request is posted at once."""
         runs = self.deps.runs
         if not runs.people.may_run(user):
-            raise RunError(f"<@{user}> may not start runs here, and a promotion starts one; ask FINETUNE_RUNNERS")
+            raise RunError(f"{mention(user)} may not start runs here, and a promotion starts one; ask FINETUNE_RUNNERS")
         registration, run = self.ledger.find_version(cmd.model, cmd.version)
-        title = f"`{cmd.model}:{cmd.version}`"
+        title = f"`{escape(cmd.model)}:{escape(cmd.version)}`"
         rules = self.requests.rules(cmd.model)
         remote = self.ledger.read_version(registration)
         refusal = refuse_promotion(label=title, current=remote.stage, target=cmd.stage, rule=rules.rule(cmd.stage))
@@ -67,10 +68,10 @@ class Promoter:
                 continue
             link = runs.thread.permalink(old.channel, old.message_ts)
             where = f"<{link}|the open request>" if link else "the open request"
-            raise RunError(f"{title} already has a request to go to {cmd.stage}: react on {where}")
+            raise RunError(f"{title} already has a request to go to {escape(cmd.stage)}: react on {where}")
         if not rules.rule(cmd.stage).require_serving_check:
             self.requests.post(registration, run, None, stage=cmd.stage, requester=user)
-            return Reply(text=f"Posted the approval request to promote {title} to {cmd.stage} in its thread.")
+            return Reply(text=f"Posted the approval request to promote {title} to {escape(cmd.stage)} in its thread.")
         checkpoint = self.checkpoint(registration)
         check, reused = self.checks.ensure(
             registration, run, checkpoint=checkpoint, stage=cmd.stage, user=user, delivery_key=delivery_key
@@ -88,7 +89,8 @@ class Promoter:
         if reused:
             runs.thread.post_thread(
                 run,
-                f":recycle: Promotion of {title} to *{cmd.stage}* requested by <@{user}>: reusing serving check "
+                f":recycle: Promotion of {title} to *{escape(cmd.stage)}* requested by {mention(user)}: reusing "
+                "serving check "
                 f"#{check.id}, which passed on {check.finished_at:%Y-%m-%d %H:%M} UTC with the same prompt set and "
                 "serving spec.",
                 purpose="serving_reused",
@@ -96,13 +98,13 @@ class Promoter:
             self.requests.post(registration, run, check, stage=cmd.stage, requester=user)
             return Reply(
                 text=f"Serving check #{check.id} of {title} passed already; the approval request to promote it to "
-                f"{cmd.stage} is in its thread."
+                f"{escape(cmd.stage)} is in its thread."
             )
         link = runs.thread.permalink(run.channel, run.card_ts)
         where = f"<{link}|its thread>" if link else "its thread"
         return Reply(
             text=f"Started serving check #{check.id} of {title} in {where}: when it passes, the approval request to "
-            f"promote it to {cmd.stage} follows there; when it fails, its evidence."
+            f"promote it to {escape(cmd.stage)} follows there; when it fails, its evidence."
         )
 
     def checkpoint(self, registration: Registration) -> str:
@@ -116,7 +118,8 @@ class Promoter:
         candidate = Candidate.model_validate(request.candidate) if request is not None and request.candidate else None
         if candidate is None or not candidate.checkpoint_path:
             raise RunError(
-                f"`{registration.model}:{registration.version}` has no checkpoint path on record, so nothing can load "
+                f"`{escape(registration.model)}:{escape(registration.version)}` has no checkpoint path on record, so "
+                "nothing can load "
                 "it; register a run whose model artifact is logged"
             )
         return candidate.checkpoint_path
@@ -135,7 +138,8 @@ class Promoter:
         except RunError as exc:  # the version moved meanwhile: say why no request follows
             self.deps.runs.thread.post_thread(
                 run,
-                f":information_source: Serving check #{check.id} passed, but no request to promote to {check.stage} "
+                f":information_source: Serving check #{check.id} passed, but no request to promote to "
+                f"{escape(check.stage)} "
                 f"follows: {exc.message}",
                 purpose="promotion_refused",
             )

@@ -8,7 +8,7 @@ from typing import Any
 
 from bot.registry.policy import CriterionResult
 from bot.release.policy import latency_only
-from bot.slack.blocks import clip, context, escape, header, section, sections
+from bot.slack.blocks import clip, context, escape, header, mention, section, sections
 
 
 def _num(value: Any, fmt: str = ".4g") -> str:
@@ -45,9 +45,9 @@ def render_serving_report(
     engine = f"{report.get('engine') or '—'} ({report.get('dtype') or '—'}, {report.get('device') or '—'})"
     prompt_set = report.get("prompt_set") or {}
     lines = [
-        f"*Engine* {escape(engine)} · max new tokens {report.get('max_new_tokens') or '—'} · run `{run_name}`",
+        f"*Engine* {escape(engine)} · max new tokens {report.get('max_new_tokens') or '—'} · run `{escape(run_name)}`",
         f"*Prompt set* `{escape(str(prompt_set.get('path') or '—'))}` ({prompt_set.get('count') or 0} prompts, "
-        f"`{str(prompt_set.get('digest') or '—')[:19]}`)",
+        f"`{escape(str(prompt_set.get('digest') or '—')[:19])}`)",
         f"*Figures* {figures_line(report)}",
     ]
     prompt_lines = []
@@ -60,8 +60,8 @@ def render_serving_report(
         output = escape(clip(str(prompt.get("output") or ""), 120))
         prompt_lines.append(
             f"{mark} `{escape(str(prompt.get('id')))}` {_num(prompt.get('latency_ms'), '.0f')} ms, "
-            f"{prompt.get('new_tokens') or 0} tokens, {prompt.get('finish_reason') or '—'}: “{output}”"
-            + (f" — {why}" if why else "")
+            f"{escape(str(prompt.get('new_tokens') or 0))} tokens, {escape(str(prompt.get('finish_reason') or '—'))}: "
+            f"“{output}”" + (f" — {why}" if why else "")
         )
     outcome = _outcome(verdict, label=label, stage=stage)
     failing = "; ".join(f"{r.name}: {r.evidence}" for r in verdict if not r.passed)
@@ -79,19 +79,20 @@ def render_serving_report(
 def _outcome(verdict: Sequence[CriterionResult], *, label: str, stage: str) -> str:
     """What follows the check: the request, or why the promotion is blocked and what to do about that failure."""
     if all(r.passed for r in verdict):
-        return f"The approval request to promote to *{stage}* follows."
+        return f"The approval request to promote to *{escape(stage)}* follows."
     if latency_only(verdict):
         # The model answered every prompt as expected: only the node's speed failed, twice. A new version
         # would change nothing; a quieter node or an honest budget does.
         return (
-            f"*The promotion to {stage} is blocked by latency alone* (measured after a warm-up, then once more): "
+            f"*The promotion to {escape(stage)} is blocked by latency alone* (measured after a warm-up, then once "
+            "more): "
             "the model answered every prompt as expected, so there is nothing to fix in it. The node was probably "
-            f"busy: promote again (`/finetune promote {escape(label)} stage={stage}` starts a new check), on a "
+            f"busy: promote again (`/finetune promote {escape(label)} stage={escape(stage)}` starts a new check), on a "
             "quieter node if your presets can choose one, or raise `serving.budgets` in the recipe if the budget "
             "is tighter than this hardware serves."
         )
     return (
-        f"*The promotion to {stage} is blocked*: the check must pass (fix the model or the serving setup, "
+        f"*The promotion to {escape(stage)} is blocked*: the check must pass (fix the model or the serving setup, "
         "register the new version, promote again)."
     )
 
@@ -119,13 +120,14 @@ def render_promotion_request(
     )
     return [
         header(f"Approval request: promote {label} to {stage}"),
-        section(f"*Version* {escape(label)}, now in `{from_stage or 'no stage'}`\n{check}"),
+        section(f"*Version* {escape(label)}, now in `{escape(from_stage or 'no stage')}`\n{check}"),
         section(f"*Criteria* ({escape(rules_source)})\n" + "\n".join(criteria_lines(results))),
         context(
-            f"Requested by <@{requester}>. {quorum} approval(s) needed for {stage}: react with :{reaction}: on "
-            f"*this* message (approvers only; not <@{requester}>). Removing the reaction before the stage moves "
-            f"revokes it. Expires {expires_at:%Y-%m-%d %H:%M} UTC. A change of the version's stage or of its "
-            f"serving check voids it. Digest `{digest[7:19]}`."
+            f"Requested by {mention(requester)}. {quorum} approval(s) needed for {escape(stage)}: react with "
+            f":{reaction}: on *this* message (approvers only; not {mention(requester)}). Removing the reaction before "
+            f"the stage moves revokes it. Expires {expires_at:%Y-%m-%d %H:%M} UTC. A change of the version's stage "
+            "or of its "
+            f"serving check voids it. Digest `{escape(digest[7:19])}`."
         ),
     ]
 
@@ -134,7 +136,8 @@ def stage_change_line(
     *, at: datetime, version: str, from_stage: str, to_stage: str, kind: str, actor: str, approvers: Sequence[str]
 ) -> str:
     """One stage change, for the trace."""
-    who = f"by <@{actor}>" if kind in ("promote", "rollback", "rolled_back") else "automatically"
-    approved = f", approved by {', '.join(f'<@{a}>' for a in approvers)}" if approvers else ""
+    who = f"by {mention(actor)}" if kind in ("promote", "rollback", "rolled_back") else "automatically"
+    approved = f", approved by {', '.join(mention(a) for a in approvers)}" if approvers else ""
     verb = {"promote": "promoted", "superseded": "superseded", "rollback": "restored", "rolled_back": "rolled back"}
-    return f"• {at:%Y-%m-%d %H:%M} UTC `{version}` {from_stage} → {to_stage} ({verb.get(kind, kind)} {who}{approved})"
+    moved = f"`{escape(version)}` {escape(from_stage)} → {escape(to_stage)}"
+    return f"• {at:%Y-%m-%d %H:%M} UTC {moved} ({escape(verb.get(kind, kind))} {who}{approved})"

@@ -33,7 +33,7 @@ def reissue(request: ApprovalRequest) -> str:
 
 def label(request: ApprovalRequest) -> str:
     """How texts name a promotion request."""
-    return f"`{request.model}:{request.version}` → {request.stage}"
+    return f"`{escape(request.model)}:{escape(str(request.version))}` → {escape(str(request.stage))}"
 
 
 class PromotionRequests:
@@ -55,7 +55,7 @@ class PromotionRequests:
     ) -> ApprovalRequest:
         """Post the approval request for the version as it stands now, with its criteria and evidence."""
         runs, deps = self.deps.runs, self.deps
-        title = f"`{registration.model}:{registration.version}`"
+        title = f"`{escape(registration.model)}:{escape(registration.version)}`"
         rules = self.rules(registration.model)
         rule = rules.rule(stage)
         remote = self.ledger.read_version(registration)
@@ -80,7 +80,7 @@ class PromotionRequests:
             expires_at=expires_at,
             digest=digest,
         )
-        text = f"Approval request: promote {registration.model}:{registration.version} to {stage}"
+        text = escape(f"Approval request: promote {registration.model}:{registration.version} to {stage}")
         ts = runs.thread.post_thread(run, text, purpose="approval_request", blocks=blocks, broadcast=True)
         with runs.sessions() as s:
             request = repos.create_approval_request(

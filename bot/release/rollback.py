@@ -11,6 +11,7 @@ from bot.grammar import RollbackCommand
 from bot.registry.deps import RegistryDeps
 from bot.release.ledger import RETIRED, StageLedger
 from bot.runs import Reply, RunError
+from bot.slack.blocks import escape, mention
 from storage import repos
 
 
@@ -28,14 +29,19 @@ class Rollbacks:
         runs = self.deps.runs
         if user not in runs.people.approvers():
             self._refused(cmd, user, channel, "not an approver")
-            raise RunError(f"only an approver may roll back a stage (FINETUNE_APPROVERS); <@{user}> is not one")
+            raise RunError(f"only an approver may roll back a stage (FINETUNE_APPROVERS); {mention(user)} is not one")
         holders = self.ledger.holders(cmd.model, cmd.stage)
         if not holders:
-            raise RunError(f"no version of `{cmd.model}` is in {cmd.stage} by the bot's record: nothing to roll back")
+            raise RunError(
+                f"no version of `{escape(cmd.model)}` is in {escape(cmd.stage)} by the bot's record: "
+                "nothing to roll back"
+            )
         if len(holders) < 2:
             raise RunError(
-                f"`{cmd.model}:{holders[-1]}` is the only version that held {cmd.stage}: there is no earlier one to "
-                f"restore. Move it out with a newer version (`/finetune promote {cmd.model}:VERSION stage={cmd.stage}`)"
+                f"`{escape(cmd.model)}:{escape(holders[-1])}` is the only version that held {escape(cmd.stage)}: "
+                "there is no earlier one to "
+                f"restore. Move it out with a newer version (`/finetune promote {escape(cmd.model)}:VERSION "
+                f"stage={escape(cmd.stage)}`)"
             )
         current, previous = holders[-1], holders[-2]
         restore, _ = self.ledger.find_version(cmd.model, previous)
@@ -43,7 +49,8 @@ class Rollbacks:
         stage_now = self.ledger.read_version(retire).stage
         if stage_now != cmd.stage:
             raise RunError(
-                f"`{cmd.model}:{current}` is in `{stage_now}` in Polyaxon, not {cmd.stage} as the bot recorded: "
+                f"`{escape(cmd.model)}:{escape(current)}` is in `{escape(str(stage_now))}` in Polyaxon, not "
+                f"{escape(cmd.stage)} as the bot recorded: "
                 "someone moved it outside the bot. Nothing was changed; set the stage in Polyaxon or promote again"
             )
         try:
@@ -61,7 +68,8 @@ class Rollbacks:
             broadcast=True,
         )
         return Reply(
-            text=f"Rolled back {cmd.stage}: `{cmd.model}:{previous}` is in {cmd.stage} again, `{cmd.model}:{current}` "
+            text=f"Rolled back {escape(cmd.stage)}: `{escape(cmd.model)}:{escape(previous)}` is in "
+            f"{escape(cmd.stage)} again, `{escape(cmd.model)}:{escape(current)}` "
             f"is `{RETIRED}`. The release webhook sends both changes."
         )
 

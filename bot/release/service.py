@@ -24,6 +24,7 @@ from bot.release.rollback import Rollbacks
 from bot.release.stages import StageMover
 from bot.release.webhook import Delivery, ReleaseWebhook
 from bot.runs import Reply
+from bot.slack.blocks import escape
 from storage import repos
 from storage.models import Registration
 
@@ -121,11 +122,13 @@ class ReleaseService:
             check = checks.get(change.serving_check_id) if change.serving_check_id is not None else None
             if check is not None and check.report:
                 latency = (check.report.get("latency_ms") or {}).get("p95")
-                line += f"; serving check #{check.id} {check.status}" + (
+                line += f"; serving check #{check.id} {escape(check.status)}" + (
                     f" (p95 {latency:.0f} ms)" if isinstance(latency, int | float) else ""
                 )
             lines.append(line)
-        lines += [f"• waiting: promotion to {r.stage} ({r.status}, request {r.id})" for r in waiting]
+        lines += [
+            f"• waiting: promotion to {escape(str(r.stage))} ({escape(r.status)}, request {r.id})" for r in waiting
+        ]
         return ["*Stage changes*", *lines] if lines else []
 
     def _webhook_trouble(self, payload: Mapping[str, Any], reason: str, given_up: bool) -> None:
@@ -137,7 +140,8 @@ class ReleaseService:
             run = repos.get_run(s, run_id=registration.run_id) if registration is not None else None
         if run is None:
             return
-        what = f"`{payload.get('model')}:{payload.get('version')}` → {payload.get('to_stage')}"
+        what = escape(f"`{payload.get('model')}:{payload.get('version')}` → {payload.get('to_stage')}")
+        reason = escape(reason)  # the receiver's answer, or the error reaching it
         text = (
             f":x: The release webhook gave up on the event of {what} after many attempts: {reason}. Nothing else "
             "changes; a deployment pipeline that follows it must be told by hand."

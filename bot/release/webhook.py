@@ -1,10 +1,13 @@
 """The signed release webhook: every stage change is queued with its stage-change row (an outbox, in the same
 transaction) and delivered from the watcher's tick, so a receiver that is down never blocks an approval.
 
-Each POST carries the JSON event, `X-Finetune-Signature: sha256=<HMAC-SHA256 of the body with
-FINETUNE_RELEASE_WEBHOOK_SECRET>`, `X-Finetune-Event` and `Idempotency-Key` (the event's id: a receiver that
-saw it answers 2xx again and does nothing). A failed POST is retried with exponential backoff; an event is
-delivered at most once by the bot (marked delivered after the 2xx), at least once while the receiver lives.
+Each POST carries the JSON event, `X-Finetune-Event`, `Idempotency-Key` (the event's id: a receiver that saw
+it answers 2xx again and does nothing) and, signed as Slack signs its requests, `X-Finetune-Request-Timestamp:
+<unix seconds>` and `X-Finetune-Signature: v0=<hex HMAC-SHA256 of "v0:{timestamp}:{body}" with
+FINETUNE_RELEASE_WEBHOOK_SECRET>`: a receiver refuses a request signed more than 5 minutes ago (a replay) without
+parsing the body (`verify`, which docs/operator-guide.md shows). A failed POST is retried with exponential backoff,
+the same body and key, signed anew; an event is delivered at most once by the bot (marked delivered after the
+2xx), at least once while the receiver lives.
 """
 
 from __future__ import annotations
@@ -38,16 +41,26 @@ MAX_ATTEMPTS = 20
 # The background items (bot.background) of the webhook: an event failing by itself, and telling of a failure.
 WEBHOOK_EVENT = "webhook_event"
 WEBHOOK_TOLD = "webhook_told"
+TIMESTAMP_HEADER = "X-Finetune-Request-Timestamp"
+SIGNATURE_HEADER = "X-Finetune-Signature"
 
 
-def sign(secret: str, body: bytes) -> str:
-    """The signature header's value: `sha256=` and the hex HMAC-SHA256 of the exact body bytes."""
-    return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    """`v0=` and the hex HMAC-SHA256 of `v0:{timestamp}:{body}`, over the body's exact bytes (as Slack signs)."""
+    base = b"v0:" + timestamp.encode("ascii") + b":" + body
+    return "v0=" + hmac.new(secret.encode("utf-8"), base, hashlib.sha256).hexdigest()
 
 
-def verify(secret: str, body: bytes, signature: str) -> bool:
-    """What a receiver does (and the tests): compare in constant time."""
-    return hmac.compare_digest(sign(secret, body), signature)
+def verify(
+    secret: str, *, timestamp: str | None, signature: str | None, body: bytes, now: float, tolerance_s: float = 300
+) -> bool:
+    """What a receiver checks: the bot signed these exact body bytes at a timestamp within `tolerance_s` (5 minutes)
+    of `now`, so an older request is a replay; compared in constant time; missing or malformed headers refused."""
+    if not timestamp or not signature or len(timestamp) > 12 or not (timestamp.isascii() and timestamp.isdigit()):
+        return False
+    if abs(now - int(timestamp)) > tolerance_s:
+        return False
+    return hmac.compare_digest(sign(secret, timestamp, body).encode(), signature.encode())
 
 
 def encode(payload: Mapping[str, Any]) -> bytes:
@@ -117,7 +130,10 @@ class ReleaseWebhook:
             "Idempotency-Key": str(payload["id"]),
         }
         if self.secret:
-            headers["X-Finetune-Signature"] = sign(self.secret, body)
+            # Signed at each attempt: a retry carries a fresh timestamp over the same body and Idempotency-Key.
+            timestamp = str(int(self.clock().timestamp()))
+            headers[TIMESTAMP_HEADER] = timestamp
+            headers[SIGNATURE_HEADER] = sign(self.secret, timestamp, body)
         try:
             response = self._client.post(self.url, content=body, headers=headers)
         except httpx.HTTPError as exc:

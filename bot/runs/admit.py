@@ -11,7 +11,6 @@ from bot.grammar import scalar_text
 from bot.runs.errors import RunError
 from bot.runs.kinds import KindFacts, RunKind, Verb, kind_of, refusal, rule_for
 from bot.runs.lookup import find_run
-from bot.slack.blocks import escape
 from storage import repos
 from storage.db import SessionFactory
 from storage.models import Run
@@ -67,13 +66,13 @@ def kind_facts(s: Session, run: Run, kind: RunKind) -> KindFacts:
         checked = source.name if source is not None else ""
     return KindFacts(
         name=run.name,
-        recipe=escape(run.recipe_name),
-        again=escape(again_command(run)),
+        recipe=run.recipe_name,
+        again=again_command(run),
         sweep=sweep,
         example=example,
         checked=checked or "RUN",
-        version=escape(version) or "MODEL:VERSION",
-        stage=escape(stage) or "STAGE",
+        version=version or "MODEL:VERSION",
+        stage=stage or "STAGE",
     )
 
 

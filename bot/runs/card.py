@@ -12,7 +12,7 @@ from bot.catalog.policy import attempts_allowed
 from bot.grammar import scalar_text
 from bot.runs.kinds import RunKind, Verb, applies, kind_of
 from bot.settings import PolyaxonSettings
-from bot.slack.blocks import command_button, context, escape, header, human_duration, section
+from bot.slack.blocks import ButtonAction, command_button, context, escape, header, human_duration, mention, section
 from storage.models import Run
 
 STATUS_EMOJI = {
@@ -64,7 +64,6 @@ class CardView(BaseModel):
     parent_link: str | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
-    model_name: str | None = None
     note: str | None = None
     # The run's kind (bot.runs.kinds): a preflight's card says so; the kinds table decides which buttons it gets.
     kind: str = "train"
@@ -202,14 +201,15 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
     emoji = STATUS_EMOJI.get(view.status, ":grey_question:")
     title = f"preflight · {view.recipe}" if view.kind == "preflight" else view.recipe
     blocks: list[dict[str, Any]] = [header(f"{title} · {view.name}")]
-    presets = ", ".join(f"`{p}`" + ("" if p in view.recipe_presets else " (chosen)") for p in view.presets) or "none"
-    status_line = f"{emoji} *{view.status}*"
+    chosen = [f"`{escape(p)}`" + ("" if p in view.recipe_presets else " (chosen)") for p in view.presets]
+    presets = ", ".join(chosen) or "none"
+    status_line = f"{emoji} *{escape(view.status)}*"
     progress = _progress(view.step, view.max_steps, view.step_unit)
     if progress:
         status_line += f" · {progress}"
     if view.attempts > 1:
         status_line += f" · attempt {view.attempt}/{view.attempts}"
-    lines = [status_line, f"*Requested by* <@{view.requester}> · *Presets* {presets}"]
+    lines = [status_line, f"*Requested by* {mention(view.requester)} · *Presets* {presets}"]
     if view.durations:
         lines.append(f":stopwatch: {view.durations}")
     if view.overrides:
@@ -220,7 +220,8 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
     if not view.comparable:
         lines.append(":warning: *non-comparable*: not fully pinned (exploration)")
     if view.parent_name:
-        parent = f"<{view.parent_link}|{view.parent_name}>" if view.parent_link else f"`{view.parent_name}`"
+        name = escape(view.parent_name)
+        parent = f"<{view.parent_link}|{name}>" if view.parent_link else f"`{name}`"
         lines.append(f":leftwards_arrow_with_hook: resumed from {parent}")
     lines += _failure_lines(view)
     lines += _gate_lines(view)
@@ -230,9 +231,10 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
     # The fixed training metrics, and whatever the run's eval contract measures (a quick start's accuracy).
     shown = {k: v for k, v in view.metrics.items() if k in CARD_METRICS or k in view.contract_metrics}
     if shown:
-        blocks.append(section("*Latest metrics* " + " · ".join(f"{k} `{v:.4g}`" for k, v in sorted(shown.items()))))
-    pins = " · ".join(f"{k} `{escape(short_pin(str(v)))}`" for k, v in sorted(view.pins.items()))
-    ctx = [f"run `{view.uuid[:8]}`" if view.uuid else "not submitted yet"]
+        latest = " · ".join(f"{escape(k)} `{v:.4g}`" for k, v in sorted(shown.items()))
+        blocks.append(section(f"*Latest metrics* {latest}"))
+    pins = " · ".join(f"{escape(k)} `{escape(short_pin(str(v)))}`" for k, v in sorted(view.pins.items()))
+    ctx = [f"run `{escape(view.uuid[:8])}`" if view.uuid else "not submitted yet"]
     if view.polyaxon_url and view.status != "lost":  # a lost run's page in Polyaxon is gone
         ctx.append(f"<{view.polyaxon_url}|open in Polyaxon>")
     if pins:
@@ -246,25 +248,24 @@ def card_buttons(view: CardView) -> list[dict[str, Any]]:
     """The buttons for the run's state, each only where the kinds table says its command applies to the kind."""
     kind, ref = RunKind(view.kind), view.name
     ended = view.status in TERMINAL_CARD_STATUSES
-    model = view.model_name or view.recipe
     offered = [
-        (Verb.LOGS, True, command_button("Logs", f"logs {ref}", suffix="logs")),
-        (Verb.COMPARE, True, command_button("Compare", f"compare {ref}", suffix="compare")),
-        (Verb.STOP, not ended, command_button("Stop", f"stop {ref}", suffix="stop", style="danger")),
+        (Verb.LOGS, True, command_button("Logs", ButtonAction.LOGS, ref, suffix="logs")),
+        (Verb.COMPARE, True, command_button("Compare", ButtonAction.COMPARE, ref, suffix="compare")),
+        (Verb.STOP, not ended, command_button("Stop", ButtonAction.STOP, ref, suffix="stop", style="danger")),
         (
             Verb.OUTPUTS,
             ended and view.status not in {"submit_failed", "lost"},
-            command_button("Outputs", f"outputs {ref}", suffix="outputs"),
+            command_button("Outputs", ButtonAction.OUTPUTS, ref, suffix="outputs"),
         ),
         (
             Verb.REGISTER,
             view.status == "succeeded",
-            command_button("Request registration", f"register {ref} model={model}", suffix="register", style="primary"),
+            command_button("Request registration", ButtonAction.REGISTER, ref, suffix="register", style="primary"),
         ),
         (
             Verb.RESUME,
             view.status in {"failed", "stopped"} and view.checkpoint_step is not None,
-            command_button("Resume", f"resume {ref}", suffix="resume"),
+            command_button("Resume", ButtonAction.RESUME, ref, suffix="resume"),
         ),
     ]
     return [button for verb, when, button in offered if when and applies(kind, verb)]
@@ -305,14 +306,14 @@ def _gate_lines(view: CardView) -> list[str]:
     elif state == "awaiting_approval":
         who = (view.validation or {}).get("requested_by")
         lines.append(
-            f":raised_hand: *Held*: <@{who}> asked to skip the preflight; approvers decide on the request in its thread"
+            f":raised_hand: *Held*: {mention(str(who))} asked to skip the preflight; "
+            "approvers decide on the request in its thread"
         )
     elif state == "unvalidated":
         validation = view.validation or {}
-        approvers = ", ".join(f"<@{a}>" for a in validation.get("approved_by") or []) or "nobody"
-        lines.append(
-            f":warning: *Unvalidated*: preflight skipped by <@{validation.get('skipped_by')}>, approved by {approvers}"
-        )
+        approvers = ", ".join(mention(a) for a in validation.get("approved_by") or []) or "nobody"
+        skipped_by = mention(str(validation.get("skipped_by")))
+        lines.append(f":warning: *Unvalidated*: preflight skipped by {skipped_by}, approved by {approvers}")
     if view.confirmed:
         lines.append(":white_check_mark: *Outputs confirmed*: read back from Polyaxon and checked")
     elif view.outputs_problems:
@@ -322,7 +323,7 @@ def _gate_lines(view: CardView) -> list[str]:
 
 def card_text(view: CardView) -> str:
     """Notification text of the card (what clients show without blocks)."""
-    return f"{view.recipe} {view.name}: {view.status}"
+    return escape(f"{view.recipe} {view.name}: {view.status}")
 
 
 _HEX_RUN = re.compile(r"[0-9a-f]{12,}")

@@ -13,6 +13,7 @@ from bot.runs.evals import contract_differences, primary_metric
 from bot.runs.kinds import Verb, kind_of, rule_for
 from bot.runs.plot import Points, plot_histories
 from bot.runs.thread import RunThread
+from bot.slack.blocks import escape, mention
 from storage import repos
 from storage.models import Run
 
@@ -35,14 +36,15 @@ class Comparer:
             peers = self._peers(runs[0])
             runs += peers
             peers_note = (
-                f"`{runs[0].name}` compared with the {len(peers)} newest finished run(s) of *{runs[0].recipe_name}* "
-                f"on the same eval contract, one per lineage: " + ", ".join(f"`{p.name}` ({p.status})" for p in peers)
+                f"`{escape(runs[0].name)}` compared with the {len(peers)} newest finished run(s) of "
+                f"*{escape(runs[0].recipe_name)}* on the same eval contract, one per lineage: "
+                + ", ".join(f"`{escape(p.name)}` ({escape(p.status)})" for p in peers)
             )
         differing = contract_differences(runs)
         if differing and not cmd.exploratory:
             raise RunError(
                 "these runs were evaluated differently, so their numbers are not comparable: "
-                + "; ".join(differing)
+                + escape("; ".join(differing))
                 + ". Add `--exploratory` to see them anyway (watermarked)."
             )
         contract = runs[0].eval_contract or {}
@@ -51,8 +53,8 @@ class Comparer:
         if cmd.metric is not None:
             if metrics and cmd.metric not in metrics:
                 raise RunError(
-                    f"metric={cmd.metric} is not measured by the eval contract of these runs "
-                    f"({', '.join(metrics)}): runs are ranked by their final evaluation only"
+                    f"metric={escape(cmd.metric)} is not measured by the eval contract of these runs "
+                    f"({escape(', '.join(metrics))}): runs are ranked by their final evaluation only"
                 )
             metric, higher = primary_metric({**contract, "primary_metric": cmd.metric})
         rows = self._rows(runs, metrics or [metric])
@@ -67,7 +69,7 @@ class Comparer:
         )
         first = runs[0]
         self.thread.post_thread(
-            first, f"Comparison of {len(runs)} runs (asked by <@{user}>)", purpose="compare", blocks=blocks
+            first, f"Comparison of {len(runs)} runs (asked by {mention(user)})", purpose="compare", blocks=blocks
         )
         plotted = [metric, "loss"]
         png = plot_histories(self._histories(runs, plotted), plotted, exploratory=bool(differing))
@@ -79,7 +81,7 @@ class Comparer:
                 title=f"{metric} by step",
                 comment=("EXPLORATORY — " if differing else "") + f"{metric} and loss by step",
             )
-        return Reply(text=f"Posted the comparison in the thread of `{first.name}`.")
+        return Reply(text=f"Posted the comparison in the thread of `{escape(first.name)}`.")
 
     def _rows(self, runs: Sequence[Run], metrics: list[str]) -> list[CompareRow]:
         """Each run's final evaluation (succeeded) or last logged values (partial), with its lineage."""
@@ -147,8 +149,8 @@ class Comparer:
                 break
         if not peers:
             raise RunError(
-                f"no other finished run of {run.recipe_name} on the same eval contract to compare "
-                f"`{run.name}` with; name the runs: `/finetune compare {run.name} RUN…`"
+                f"no other finished run of {escape(run.recipe_name)} on the same eval contract to compare "
+                f"`{escape(run.name)}` with; name the runs: `/finetune compare {escape(run.name)} RUN…`"
             )
         return peers
 

@@ -92,21 +92,23 @@ def render_table(
     columns = [metric, *[m for m in metrics if m != metric]]
     lines = []
     for row in rows:
-        cells = " · ".join(f"{c} `{row.values[c]:.4g}`" if c in row.values else f"{c} —" for c in columns)
+        cells = " · ".join(
+            f"{escape(c)} `{row.values[c]:.4g}`" if c in row.values else f"{escape(c)} —" for c in columns
+        )
         hyper = " ".join(f"`{escape(k)}={escape(scalar_text(row.params.get(k)))}`" for k in params)
         mark = " :trophy:" if best is not None and row is best else ""
-        lines.append(f"• `{row.name}`{mark} ({_state(row)}) {cells}" + (f" · {hyper}" if hyper else ""))
+        lines.append(f"• `{escape(row.name)}`{mark} ({_state(row)}) {cells}" + (f" · {hyper}" if hyper else ""))
     blocks = [header(f"Compare {len(rows)} runs by {metric}")]
     if differing_contracts:
         blocks.append(
-            section(":test_tube: *EXPLORATORY — eval contracts differ: " + "; ".join(differing_contracts) + "*")
+            section(":test_tube: *EXPLORATORY — eval contracts differ: " + escape("; ".join(differing_contracts)) + "*")
         )
     if peers_note:
         blocks.append(section(peers_note))
     blocks.append(section("\n".join(lines)))
     notes = [
-        f"Ranked by the final *{metric}* ({'higher' if higher else 'lower'} is better) of runs that succeeded, "
-        f"evaluated by eval contract `{contract_hash[:19] or '—'}`; partial runs are shown, never ranked. "
+        f"Ranked by the final *{escape(metric)}* ({'higher' if higher else 'lower'} is better) of runs that succeeded, "
+        f"evaluated by eval contract `{escape(contract_hash[:19]) or '—'}`; partial runs are shown, never ranked. "
         "Training loss or speed is not ranked."
     ]
     if params:
@@ -119,8 +121,8 @@ def render_table(
 
 def _state(row: CompareRow) -> str:
     if row.superseded_by:
-        return f"{row.status}, resumed as `{row.superseded_by}`: not ranked"
+        return f"{escape(row.status)}, resumed as `{escape(row.superseded_by)}`: not ranked"
     if row.final:
-        return f"{row.status}, final eval"
+        return f"{escape(row.status)}, final eval"
     progress = f" at step {row.step}" + (f"/{row.max_steps}" if row.max_steps else "") if row.step is not None else ""
-    return f"{row.status}{progress}, partial: not ranked"
+    return f"{escape(row.status)}{progress}, partial: not ranked"

@@ -11,7 +11,7 @@ from bot.runs.deps import RunDeps
 from bot.runs.errors import Reply, RunError
 from bot.runs.kinds import Verb
 from bot.runs.thread import RunThread
-from bot.slack.blocks import context, header, section
+from bot.slack.blocks import context, escape, header, mention, section
 from storage import repos
 from storage.models import Run
 
@@ -48,7 +48,7 @@ class RunControl:
         lines = []
         for run in active[:30]:
             step = f" · step {run.last_step}" if run.last_step is not None else ""
-            lines.append(f"• `{run.name}` ({run.recipe_name}) *{run.status}*{step}")
+            lines.append(f"• `{escape(run.name)}` ({escape(run.recipe_name)}) *{escape(run.status)}*{step}")
         more = f"\n…and {len(active) - 30} more" if len(active) > 30 else ""
         return Reply(
             text=f"{len(active)} active runs", blocks=[header("Your active runs"), section("\n".join(lines) + more)]
@@ -58,16 +58,19 @@ class RunControl:
         """Post the run's last log lines in its thread (a file when long); redacted."""
         run = find_run_for(self.deps.sessions, ref, Verb.LOGS)
         if not run.polyaxon_uuid:
-            raise RunError(f"run {run.name} has not reached Polyaxon yet ({run.status}); no logs")
+            raise RunError(f"run {escape(run.name)} has not reached Polyaxon yet ({escape(run.status)}); no logs")
         tail = self.deps.gateway.tail_logs(run.polyaxon_uuid, lines=lines)
         text = [redact(line.value, extra_secrets=self.deps.secrets) for line in tail.lines]
         if not text:
-            self.thread.post_thread(run, f"No log lines yet for `{run.name}` (asked by <@{user}>).", purpose="logs")
+            self.thread.post_thread(
+                run, f"No log lines yet for `{escape(run.name)}` (asked by {mention(user)}).", purpose="logs"
+            )
             return Reply(text="No log lines yet; said so in the run's thread.")
-        inline, left = cap_tail(text, max_bytes=INLINE_LOG_BYTES)
+        # A job writes what it likes: its lines are escaped for the message (the attached file keeps them as written).
+        inline, left = cap_tail([escape(line) for line in text], max_bytes=INLINE_LOG_BYTES)
         total = max(tail.total or 0, len(text))
         heading = logs_heading(shown=len(text) - left, fetched=len(text), total=total, asked=lines)
-        body = f"{heading} of `{run.name}` (asked by <@{user}>):\n```{inline}```"
+        body = f"{heading} of `{escape(run.name)}` (asked by {mention(user)}):\n```{inline}```"
         self.thread.post_thread(run, body, purpose="logs")
         if left:
             self.thread.upload_to_thread(
@@ -83,9 +86,11 @@ class RunControl:
         """Stop a run: only its requester or an approver may."""
         run = find_run_for(self.deps.sessions, ref, Verb.STOP)
         if user != run.requester and user not in self.deps.people.approvers():
-            raise RunError(f"only <@{run.requester}> (who started it) or an approver can stop `{run.name}`")
+            raise RunError(
+                f"only {mention(run.requester)} (who started it) or an approver can stop `{escape(run.name)}`"
+            )
         if run.status in TERMINAL:
-            raise RunError(f"run `{run.name}` has already {run.status}")
+            raise RunError(f"run `{escape(run.name)}` has already {escape(run.status)}")
         if run.polyaxon_uuid is None:
             # What waited on the run closes first (an approval request holding it is voided), so that the one
             # cancellation message can say all of it and nothing ended is left waiting for a decision.
@@ -98,15 +103,15 @@ class RunControl:
                 run,
                 status="stopped",
                 message=f"cancelled by {user} before submission",
-                text=" ".join([f":octagonal_sign: Cancelled by <@{user}> before it reached Polyaxon.", *closed]),
+                text=" ".join([f":octagonal_sign: Cancelled by {mention(user)} before it reached Polyaxon.", *closed]),
                 pending_operation=None,
             )
-            return Reply(text=" ".join([f"Cancelled `{run.name}`.", *closed]))
+            return Reply(text=" ".join([f"Cancelled `{escape(run.name)}`.", *closed]))
         self.deps.gateway.stop(run.polyaxon_uuid)
         with self.deps.sessions() as s:
             repos.add_audit(s, user=user, channel=run.channel, command=f"stop {run.name}", outcome="ok", run_id=run.id)
-        self.thread.post_thread(run, f":octagonal_sign: Stop requested by <@{user}>.", purpose="stop")
-        return Reply(text=f"Stopping `{run.name}`; the card will say when it has stopped.")
+        self.thread.post_thread(run, f":octagonal_sign: Stop requested by {mention(user)}.", purpose="stop")
+        return Reply(text=f"Stopping `{escape(run.name)}`; the card will say when it has stopped.")
 
 
 def logs_heading(*, shown: int, fetched: int, total: int, asked: int) -> str:

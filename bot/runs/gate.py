@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from bot.catalog import GateVerdict, PassedPreflight, check_gate, preflight_command
 from bot.grammar import RunCommand
 from bot.runs.errors import RunError
+from bot.slack.blocks import escape, mention
 from storage import repos
 from storage.db import SessionFactory
 
@@ -74,8 +75,8 @@ class PreflightGate:
             return GateVerdict(allowed=True)
         if cmd.skip_preflight and submitting and user not in self.people.approvers():
             raise RunError(
-                f"only an approver may `--skip-preflight` (FINETUNE_APPROVERS); <@{user}> is not one. "
-                f"Run the preflight first: `{self.command(plan, cmd)}`"
+                f"only an approver may `--skip-preflight` (FINETUNE_APPROVERS); {mention(user)} is not one. "
+                f"Run the preflight first: `{escape(self.command(plan, cmd))}`"
             )
         passed, lost = self.evidence(plan)
         return check_gate(

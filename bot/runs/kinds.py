@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 
+from bot.slack.blocks import escape
 from storage.models import Run
 
 
@@ -218,4 +219,6 @@ def refusal(kind: RunKind, verb: Verb, facts: KindFacts, *, reaction: str = "whi
     rule = rule_for(kind, verb)
     if rule.as_run:
         return None
-    return rule.says.format(**asdict(facts), reaction=reaction)
+    # Every fact is a name from the database or a payload (a reaction's name is the sender's): escaped here, once.
+    shown = {field: escape(value) for field, value in asdict(facts).items()}
+    return rule.says.format(**shown, reaction=escape(reaction))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from bot.runs.deps import RunDeps
 from bot.runs.thread import RunThread
-from bot.slack.blocks import escape
+from bot.slack.blocks import escape, mention
 from storage import repos
 from storage.models import Run
 
@@ -68,7 +68,7 @@ class LostRuns:
                     f":ghost: *Lost*: {gone_text(run.name, host)}. The bot no longer asks Polyaxon about it; what it "
                     f"recorded stays here, and no gate counts this run as evidence.",
                     *closed,
-                    f"<@{run.requester}>",
+                    mention(run.requester),
                 ]
             ),
         )

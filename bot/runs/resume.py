@@ -13,7 +13,7 @@ from bot.runs.errors import Reply, RunError
 from bot.runs.kinds import Verb
 from bot.runs.submit import run_name_for
 from bot.runs.thread import RunThread
-from bot.slack.blocks import escape
+from bot.slack.blocks import escape, mention
 from storage import repos
 from storage.models import Run
 
@@ -36,9 +36,12 @@ class Resumer:
         when the parent succeeded and the schedule is not extended, or with a diff when the recipe moved on."""
         parent = find_run_for(self.deps.sessions, cmd.run, Verb.RESUME)
         if not self.deps.people.may_run(user):
-            raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
+            raise RunError(f"{mention(user)} may not start runs here; ask someone in FINETUNE_RUNNERS")
         if parent.polyaxon_uuid is None or parent.status not in TERMINAL:
-            raise RunError(f"run `{parent.name}` is {parent.status}; resume a run that has finished, failed or stopped")
+            raise RunError(
+                f"run `{escape(parent.name)}` is {escape(parent.status)}; "
+                "resume a run that has finished, failed or stopped"
+            )
         outputs = self.deps.gateway.get_run(parent.polyaxon_uuid, with_conditions=False).outputs
         step = choose_checkpoint(parent, outputs, cmd.checkpoint)
         total = _int(outputs.get("max_steps")) or _int(parent.params.get("max_steps"))
@@ -46,9 +49,9 @@ class Resumer:
             raise RunError(f"max_steps={cmd.max_steps} ends before the checkpoint's step {step}: give more steps")
         if parent.status == "succeeded" and (cmd.max_steps is None or (total is not None and cmd.max_steps <= total)):
             raise RunError(
-                f"`{parent.name}` succeeded: it finished its schedule ({total or step} steps), so resuming it would "
-                f"train nothing new. To train further, extend the schedule: "
-                f"`/finetune resume {parent.name} max_steps={max(total or step, step) * 2}`."
+                f"`{escape(parent.name)}` succeeded: it finished its schedule ({total or step} steps), "
+                "so resuming it would train nothing new. To train further, extend the schedule: "
+                f"`/finetune resume {escape(parent.name)} max_steps={max(total or step, step) * 2}`."
             )
         # Stored values are typed; an int stored as 1000.0 by an older bot is still the int 1000.
         # `resume_from` was an override once; only resume sets it now.
@@ -65,8 +68,8 @@ class Resumer:
         diff = resume_diff(parent, plan)
         if diff:
             raise RunError(
-                f"can't resume `{parent.name}`: its checkpoint does not fit what the recipe gives now:\n"
-                + "\n".join(f"• {line}" for line in diff)
+                f"can't resume `{escape(parent.name)}`: its checkpoint does not fit what the recipe gives now:\n"
+                + "\n".join(f"• {escape(line)}" for line in diff)
             )
         checkpoint = f"checkpoint-{step}"
         patch: dict[str, Any] = resume_patch(step)
@@ -77,7 +80,7 @@ class Resumer:
         name = run_name_for(parent.recipe_name, delivery_key)
         with self.deps.sessions() as s:
             if repos.get_run_by_name(s, name=name) is not None:
-                return Reply(text=f"Run `{name}` is already submitted.")
+                return Reply(text=f"Run `{escape(name)}` is already submitted.")
             child = repos.create_run(
                 s,
                 **inherited_fields(parent),
@@ -116,26 +119,26 @@ class Resumer:
                 child,
                 status="submit_failed",
                 message=str(exc)[:500],
-                text=f":x: Polyaxon refused the resume: {reason}\nTry `/finetune resume {parent.name}` again.",
+                text=f":x: Polyaxon refused the resume: {reason}\nTry `/finetune resume {escape(parent.name)}` again.",
             )
             return Reply(text="Polyaxon refused the resume; see the card's thread.")
         child = self.thread.transition(
             child,
             status=info.status or "created",
             message=f"copy of {parent.polyaxon_uuid}",
-            text=f"Loads `{checkpoint}` (step {step}) of `{parent.name}`"
+            text=f"Loads `{checkpoint}` (step {step}) of `{escape(parent.name)}`"
             + (f", schedule extended to {cmd.max_steps} steps" if cmd.max_steps is not None else "")
-            + f" (Polyaxon `{info.uuid}`).",
+            + f" (Polyaxon `{escape(str(info.uuid))}`).",
             polyaxon_uuid=info.uuid,
         )
         child_link = self.thread.permalink(child.channel, child.card_ts)
         self.thread.post_thread(
             parent,
-            f":leftwards_arrow_with_hook: Resumed by <@{user}> from {checkpoint} as "
-            f"{f'<{child_link}|{child.name}>' if child_link else child.name}.",
+            f":leftwards_arrow_with_hook: Resumed by {mention(user)} from {checkpoint} as "
+            f"{f'<{child_link}|{escape(child.name)}>' if child_link else escape(child.name)}.",
             purpose="resume",
         )
-        return Reply(text=f"Resuming `{parent.name}` as `{name}`.")
+        return Reply(text=f"Resuming `{escape(parent.name)}` as `{escape(name)}`.")
 
 
 def inherited_fields(parent: Run) -> dict[str, Any]:
@@ -202,15 +205,16 @@ def choose_checkpoint(parent: Run, outputs: Mapping[str, Any], wanted: str) -> i
     if not kept:
         again = "".join(f" {k}={v}" for k, v in sorted(parent.overrides.items()))
         raise RunError(
-            f"`{parent.name}` saved no complete checkpoint, so there is nothing to resume from (it {parent.status} "
-            f"at step {parent.last_step or 0}). Start it again: `/finetune run recipe={parent.recipe_name}{again}`."
+            f"`{escape(parent.name)}` saved no complete checkpoint, so there is nothing to resume from "
+            f"(it {escape(parent.status)} at step {parent.last_step or 0}). "
+            f"Start it again: `/finetune run recipe={escape(parent.recipe_name)}{escape(again)}`."
         )
     if wanted == "latest":
         return kept[-1]
     step = int(wanted.removeprefix("step-"))
     if step not in kept:
         listed = ", ".join(f"step-{s}" for s in kept)
-        raise RunError(f"`{parent.name}` kept no complete checkpoint at step {step}; it has {listed}")
+        raise RunError(f"`{escape(parent.name)}` kept no complete checkpoint at step {step}; it has {listed}")
     return step
 
 

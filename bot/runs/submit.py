@@ -15,7 +15,7 @@ from bot.runs.errors import Reply, RunError
 from bot.runs.gate import PreflightGate
 from bot.runs.lost import LostRuns
 from bot.runs.thread import RunThread
-from bot.slack.blocks import escape
+from bot.slack.blocks import escape, mention
 from storage import repos
 from storage.models import Run
 
@@ -56,12 +56,12 @@ class Submitter:
     def authorised_plan(self, cmd: RunCommand, user: str) -> tuple[Plan, bool]:
         """The plan of a user who may run, past the memory gate; whether an approver forced it (RunError if not)."""
         if not self.deps.people.may_run(user):
-            raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
+            raise RunError(f"{mention(user)} may not start runs here; ask someone in FINETUNE_RUNNERS")
         plan = self.plan(cmd)
         # Before every other gate: no approval, force or preflight makes a kind runnable that this deployment lacks.
         unsupported = self.unsupported(plan, cmd)
         if unsupported is not None:
-            raise RunError(unsupported)
+            raise RunError(escape(unsupported))  # it names the recipe and its kind, from the catalog
         return plan, self.memory_gate(plan, cmd, user)
 
     def unsupported(self, plan: Plan, cmd: RunCommand) -> str | None:
@@ -74,7 +74,7 @@ class Submitter:
         plan, forced = self.authorised_plan(cmd, user)
         verdict = self.gate.verdict(plan, cmd.model_copy(update={"skip_preflight": False}), user=user)
         if not verdict.allowed:
-            raise RunError(verdict.refusal or "refused by the preflight gate")
+            raise RunError(escape(verdict.refusal or "refused by the preflight gate"))
         plan.validation = verdict.validation
         return plan, forced
 
@@ -136,7 +136,7 @@ class Submitter:
             with self.deps.sessions() as s:
                 existing = repos.get_run_by_name(s, name=name)
                 if existing is not None:  # the same delivery again: nothing new
-                    return Reply(text=f"Run `{name}` is already submitted."), None
+                    return Reply(text=f"Run `{escape(name)}` is already submitted."), None
                 run = repos.create_run(
                     s,
                     name=name,
@@ -180,23 +180,25 @@ class Submitter:
                     )
         except repos.DuplicateError:
             # Another delivery of the same submission (a form submitted twice at once) took the name first.
-            return Reply(text=f"Run `{name}` is already submitted."), None
+            return Reply(text=f"Run `{escape(name)}` is already submitted."), None
         self.thread.post_card(run)
         if forced and plan.memory is not None:
             self.thread.post_thread(
                 run,
-                f":warning: Submitted with `--force` by <@{user}> although the memory estimate does not fit: "
+                f":warning: Submitted with `--force` by {mention(user)} although the memory estimate does not fit: "
                 f"{escape(plan.memory.summary())}",
                 purpose="forced",
             )
         for warning in plan.warnings:
             self.thread.post_thread(run, f":warning: {escape(warning)}", purpose="warning")
         if hold:
-            return Reply(text=f"`{name}` is recorded and held."), run
+            return Reply(text=f"`{escape(name)}` is recorded and held."), run
         self.submit_to_polyaxon(run, plan.operation, plan.tags)
         extra = "".join(f"\n{escape(note)}" for note in notes)
         what = {"preflight": "a preflight of ", "sweep": "a sweep of "}.get(plan.kind, "")
-        return Reply(text=f"Planned {what}{plan.recipe} as `{name}`; the card is in <#{channel}>.{extra}"), run
+        return Reply(
+            text=f"Planned {what}{escape(plan.recipe)} as `{escape(name)}`; the card is in <#{escape(channel)}>.{extra}"
+        ), run
 
     def memory_gate(self, plan: Plan, cmd: RunCommand, user: str) -> bool:
         """Refuse a run whose memory estimate does not fit its presets, unless an approver forces it; forced?"""
@@ -207,7 +209,7 @@ class Submitter:
         if user not in self.deps.people.approvers():
             raise RunError(
                 f"only an approver may `--force` a run over its memory estimate (FINETUNE_APPROVERS); "
-                f"<@{user}> is not one.\n{memory_refusal(plan)}"
+                f"{mention(user)} is not one.\n{memory_refusal(plan)}"
             )
         return True
 
@@ -253,7 +255,7 @@ class Submitter:
             run,
             status=info.status or "created",
             message="submitted to Polyaxon",
-            text=f"Submitted to Polyaxon as `{info.uuid}` ({info.status}).",
+            text=f"Submitted to Polyaxon as `{escape(str(info.uuid))}` ({escape(str(info.status))}).",
             polyaxon_uuid=info.uuid,
             pending_operation=None,
             condition=None,  # it no longer waits for the submission
@@ -273,11 +275,12 @@ def memory_refusal(plan: Plan) -> str:
     """Why a run over its memory estimate is refused, with the presets it would fit and the other ways out."""
     assert plan.memory is not None
     presets = ",".join(plan.presets) or "(none)"
-    lines = [f"`{plan.recipe}` on `preset={presets}` does not fit: {escape(plan.memory.summary())}."]
+    lines = [f"`{escape(plan.recipe)}` on `preset={escape(presets)}` does not fit: {escape(plan.memory.summary())}."]
     if plan.fitting_presets:
-        examples = ", ".join(f"`preset={name}`" for name in plan.fitting_presets)
+        examples = ", ".join(f"`preset={escape(name)}`" for name in plan.fitting_presets)
         lines.append(
-            f"It fits on {examples}, e.g. `/finetune run recipe={plan.recipe} preset={plan.fitting_presets[0]}`."
+            f"It fits on {examples}, e.g. "
+            f"`/finetune run recipe={escape(plan.recipe)} preset={escape(plan.fitting_presets[0])}`."
         )
     else:
         lines.append("No shipped preset fits it as configured.")

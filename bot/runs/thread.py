@@ -19,6 +19,7 @@ from bot.runs.card import CardView, card_text, card_view, polyaxon_url, render_c
 from bot.runs.card_edits import CardEdits, content_digest
 from bot.runs.deps import RunDeps
 from bot.runs.errors import RunError
+from bot.slack.blocks import escape
 from bot.slack.client import without_rate_limit_retries
 from bot.slack.threads import find_thread_post, permalink
 from storage import repos
@@ -295,7 +296,7 @@ class RunThread:
         """The run's row in this session (RunError when it is gone)."""
         fresh = repos.get_run(s, run_id=run.id or 0)
         if fresh is None:
-            raise RunError(f"run {run.name} disappeared from the database")
+            raise RunError(f"run {escape(run.name)} disappeared from the database")
         return fresh
 
 

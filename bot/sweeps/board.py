@@ -186,7 +186,7 @@ def render_leaderboard(
     text = f"Leaderboard of {title}: " + (
         f"best {top.name} {sweep.metric}={format_value(top.metric)}" if top else "no trial finished yet"
     )
-    return text, blocks
+    return escape(text), blocks  # the notification text is mrkdwn too
 
 
 def board_digest(text: str, blocks: list[dict[str, Any]]) -> str:
@@ -199,11 +199,11 @@ def _line(row: TrialRow, metric: str) -> str:
     mark = ":trophy: " if row.rank == 1 else ""
     place = f"#{row.rank}" if row.rank is not None else "–"
     if row.final:
-        shown = f"{metric} *{format_value(row.metric)}*"
+        shown = f"{escape(metric)} *{format_value(row.metric)}*"
     elif row.metric is not None and row.status in RUNNING:
-        shown = f"{metric} {format_value(row.metric)} (so far)"
+        shown = f"{escape(metric)} {format_value(row.metric)} (so far)"
     elif row.status == "succeeded":
         shown = "no final evaluation"
     else:
         shown = "—"
-    return f"{mark}{place} `{escape(row.name)}` {escape(values_text(row.values))} · {row.status} · {shown}"
+    return f"{mark}{place} `{escape(row.name)}` {escape(values_text(row.values))} · {escape(row.status)} · {shown}"

@@ -7,7 +7,7 @@ from typing import Any
 
 from bot.runs.card import STATUS_EMOJI, short_pin
 from bot.runs.kinds import RunKind, Verb, applies
-from bot.slack.blocks import command_button, context, escape, header, section
+from bot.slack.blocks import ButtonAction, command_button, context, escape, header, mention, section
 from bot.sweeps.board import ENDED, Counts, TrialRow, best, count, format_value, ranked, values_text
 from storage.models import Run, Sweep
 
@@ -39,10 +39,10 @@ def render_sweep_card(
     counts = count(rows, sweep.trials)
     top = best(rows)
     emoji = STATUS_EMOJI.get(run.status, ":grey_question:")
-    presets = ", ".join(f"`{p}`" for p in run.presets) or "none"
+    presets = ", ".join(f"`{escape(p)}`" for p in run.presets) or "none"
     lines = [
-        f"{emoji} *{run.status}* · {counts.describe()}",
-        f"*Requested by* <@{run.requester}> · *Presets* {presets} · *Concurrency* {sweep.concurrency}",
+        f"{emoji} *{escape(run.status)}* · {counts.describe()}",
+        f"*Requested by* {mention(run.requester)} · *Presets* {presets} · *Concurrency* {sweep.concurrency}",
         f"*Space* {escape(space_text(sweep))} · {sweep.trials} trials",
     ]
     if run.overrides:
@@ -57,7 +57,7 @@ def render_sweep_card(
     if not run.comparable:
         lines.append(":warning: *non-comparable*: not fully pinned (exploration)")
     blocks: list[dict[str, Any]] = [header(f"sweep · {run.recipe_name} · {run.name}"), section("\n".join(lines))]
-    ctx = [f"matrix `{run.polyaxon_uuid[:8]}`" if run.polyaxon_uuid else "not submitted yet"]
+    ctx = [f"matrix `{escape(run.polyaxon_uuid[:8])}`" if run.polyaxon_uuid else "not submitted yet"]
     if polyaxon_url:
         ctx.append(f"<{polyaxon_url}|open in Polyaxon>")
     pins = " · ".join(
@@ -70,14 +70,14 @@ def render_sweep_card(
     buttons = []
     # The buttons are the sweep's own commands, as the kinds table gives them.
     if run.status not in ENDED and applies(RunKind.SWEEP, Verb.STOP):
-        buttons.append(command_button("Stop sweep", f"stop {run.name}", suffix="stop", style="danger"))
+        buttons.append(command_button("Stop sweep", ButtonAction.STOP, run.name, suffix="stop", style="danger"))
     if len(ranked(rows)) >= 2 and applies(RunKind.SWEEP, Verb.COMPARE):
         buttons.append(
-            command_button(f"Compare top {COMPARE_TOP}", f"compare {run.name} top={COMPARE_TOP}", suffix="compare")
+            command_button(f"Compare top {COMPARE_TOP}", ButtonAction.COMPARE_TOP, run.name, suffix="compare")
         )
     if buttons:
         blocks.append({"type": "actions", "elements": buttons})
-    text = f"sweep {run.recipe_name} {run.name}: {run.status}, {counts.describe()}"
+    text = escape(f"sweep {run.recipe_name} {run.name}: {run.status}, {counts.describe()}")
     return text, blocks
 
 
@@ -85,7 +85,7 @@ def render_summary(run: Run, sweep: Sweep, rows: Sequence[TrialRow]) -> str:
     """The final summary posted in the thread once the sweep has ended (the requester is mentioned)."""
     counts = count(rows, sweep.trials)
     top = best(rows)
-    lines = [f"<@{run.requester}> the sweep *{run.status}*: {counts.describe()}."]
+    lines = [f"{mention(run.requester)} the sweep *{escape(run.status)}*: {counts.describe()}."]
     if sweep.stop_reason:
         lines.append(f"It stopped early: {sweep.stop_reason}.")
     if top is not None:
@@ -94,9 +94,9 @@ def render_summary(run: Run, sweep: Sweep, rows: Sequence[TrialRow]) -> str:
             f"*{format_value(top.metric)}* (final evaluation on the sweep's eval contract)."
         )
         lines.append(
-            f"Register it with `/finetune register {top.name} model=NAME`, compare the best with "
-            f"`/finetune compare {run.name} top={COMPARE_TOP}`, or read its outputs back with "
-            f"`/finetune outputs {top.name}`."
+            f"Register it with `/finetune register {escape(top.name)} model=NAME`, compare the best with "
+            f"`/finetune compare {escape(run.name)} top={COMPARE_TOP}`, or read its outputs back with "
+            f"`/finetune outputs {escape(top.name)}`."
         )
     else:
         lines.append("No trial finished with a final evaluation, so nothing is ranked.")

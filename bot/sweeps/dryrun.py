@@ -22,7 +22,7 @@ def render_sweep_plan(
     the matrix Polyaxon gets."""
     plan = sweep_plan.plan
     blocks = render_plan(plan, notes=sweep_plan.notes, estimate=estimate)
-    axes = "\n".join(f"• {escape(swept.describe())}  (sets `{swept.input}`)" for swept in sweep_plan.space)
+    axes = "\n".join(f"• {escape(swept.describe())}  (sets `{escape(swept.input)}`)" for swept in sweep_plan.space)
     seed = f" · sampler seed {sweep_plan.seed}" if sweep_plan.seed is not None else ""
     direction = "higher is better" if sweep_plan.higher else "lower is better"
     lines = [
@@ -42,7 +42,7 @@ def render_sweep_plan(
 
 
 def smoke_first_refusal(plan: Plan, candidates: Sequence[Run]) -> str:
-    """Why a sweep waits: no confirmed run of these pins yet; the `run` and `outputs` commands to do first."""
+    """Why a sweep waits (mrkdwn): no confirmed run of these pins yet; the `run` and `outputs` commands to do first."""
     first = f"`/finetune run recipe={plan.recipe}" + (f" preset={','.join(plan.presets)}`" if plan.presets else "`")
     succeeded = [r for r in candidates if r.status == "succeeded"]
     going = [r for r in candidates if r.status not in TERMINAL_STATUSES]
@@ -62,4 +62,4 @@ def smoke_first_refusal(plan: Plan, candidates: Sequence[Run]) -> str:
         )
     else:
         lines.append(f"Start one with {first}, then `/finetune outputs RUN` once it has succeeded.")
-    return " ".join(lines)
+    return escape(" ".join(lines))  # mrkdwn: the names in it are the catalog's and the runs'; none is markup

@@ -193,13 +193,13 @@ class SweepFollower:
         tail = self.deps.gateway.tail_logs(first.polyaxon_uuid or "", lines=FAILURE_TAIL_LINES)
         stats.polyaxon_requests += 1
         lines = [redact(line.value, extra_secrets=self.deps.secrets) for line in tail.lines]
-        inline, _ = cap_tail(lines, max_bytes=INLINE_LOG_BYTES)
+        inline, _ = cap_tail([escape(line) for line in lines], max_bytes=INLINE_LOG_BYTES)  # a job writes what it likes
         row = next((r for r in rows if r.name == first.name), None)
         values = f" ({escape(values_text(row.values))})" if row is not None else ""
         self.thread.post_thread(
             run,
-            f":x: Trial `{first.name}`{values} failed, the sweep's first failure. Its last log lines:\n"
-            f"```{inline or '(no log lines)'}```\nMore with `/finetune logs {first.name}`.",
+            f":x: Trial `{escape(first.name)}`{values} failed, the sweep's first failure. Its last log lines:\n"
+            f"```{inline or '(no log lines)'}```\nMore with `/finetune logs {escape(first.name)}`.",
             purpose="sweep_failure",
         )
 
@@ -209,13 +209,16 @@ class SweepFollower:
         if cutoff_reached(rows, sweep.failure_cutoff):
             streak = failure_streak(rows)
             reason = (
-                f"{len(streak)} trials failed in a row ({', '.join(r.name for r in streak)}); "
+                f"{len(streak)} trials failed in a row ({escape(', '.join(r.name for r in streak))}); "
                 "the first failure's cause is in the thread"
             )
         elif target_reached(best(rows), sweep.target, higher=sweep.higher_is_better):
             top = best(rows)
             assert top is not None
-            reason = f"`{top.name}` reached the target: {sweep.metric} {top.metric:.4g} (target {sweep.target:g})"
+            reason = (
+                f"`{escape(top.name)}` reached the target: {escape(sweep.metric)} {top.metric:.4g} "
+                f"(target {sweep.target:g})"
+            )
         if reason is None:
             return
         stopped = self.sweeps.stop_sweep(run, reason=reason)
@@ -229,7 +232,8 @@ class SweepFollower:
         if not target_reached(top, sweep.target, higher=sweep.higher_is_better) or top is None:
             return
         reason = (
-            f"`{top.name}` reached the target: {sweep.metric} {top.metric:.4g} (target {sweep.target:g}); "
+            f"`{escape(top.name)}` reached the target: {escape(sweep.metric)} {top.metric:.4g} (target "
+            f"{sweep.target:g}); "
             "Polyaxon's early stopping ended the matrix"
         )
         with self.deps.sessions() as s:
@@ -247,7 +251,7 @@ class SweepFollower:
             fields["finished_at"] = info.finished_at
         done = sum(1 for row in rows if row.status == "succeeded")
         tally = f"{done} of {len(rows)} trial(s) succeeded" + ("" if info.status in ENDED else " so far")
-        text = f"Sweep status: *{info.status}* ({tally})"
+        text = f"Sweep status: *{escape(str(info.status))}* ({tally})"
         return self.thread.transition(run, status=info.status, message="matrix", text=text, **fields)
 
     def _leaderboard(self, sweep: Sweep, run: Run, rows: Sequence[TrialRow], *, final: bool) -> bool:

@@ -20,7 +20,7 @@ from bot.runs.kinds import Verb
 from bot.runs.lookup import find_run
 from bot.runs.submit import Submitter, memory_refusal
 from bot.runs.thread import RunThread
-from bot.slack.blocks import context
+from bot.slack.blocks import context, escape, mention
 from bot.sweeps.board import ENDED, TrialRow, ranked, render_leaderboard, trial_rows
 from bot.sweeps.card import COMPARE_TOP, render_sweep_card
 from bot.sweeps.dryrun import render_sweep_plan, smoke_first_refusal
@@ -78,7 +78,7 @@ class SweepService:
         `hold` records and cards it as `awaiting_approval` without submitting (over the channel's budget: the
         registry's approval request releases it); the run is None when the delivery had started it already."""
         if not self.deps.people.may_run(user):
-            raise RunError(f"<@{user}> may not start runs here; ask someone in FINETUNE_RUNNERS")
+            raise RunError(f"{mention(user)} may not start runs here; ask someone in FINETUNE_RUNNERS")
         sweep_plan = self.plan(cmd)
         refusal = self._gates(sweep_plan, cmd, user=user, submitting=True)
         if refusal is not None:
@@ -112,7 +112,7 @@ class SweepService:
         )
 
     def _gates(self, sweep_plan: SweepPlan, cmd: SweepCommand, *, user: str, submitting: bool) -> str | None:
-        """Why the sweep may not start (memory, the distributed preflight, smoke-first), or None."""
+        """Why the sweep may not start (memory, the distributed preflight, smoke-first), in mrkdwn; or None."""
         plan = sweep_plan.plan
         if plan.over_memory_budget:
             return memory_refusal(plan).replace(
@@ -122,10 +122,10 @@ class SweepService:
         run_cmd = RunCommand(recipe=cmd.recipe, presets=cmd.presets, overrides=cmd.overrides, written=cmd.written)
         unsupported = self.submitter.unsupported(plan, run_cmd)
         if unsupported is not None:
-            return unsupported  # its trials could not run here either
+            return escape(unsupported)  # its trials could not run here either
         verdict = self.submitter.gate.verdict(plan, run_cmd, user=user, submitting=submitting)
         if not verdict.allowed:
-            return verdict.refusal or "refused by the preflight gate"
+            return escape(verdict.refusal or "refused by the preflight gate")
         with self.deps.sessions() as s:
             confirmed = repos.confirmed_run_with_pins(s, recipe_name=plan.recipe, pins=plan.pins)
             if confirmed is not None:
@@ -177,20 +177,24 @@ class SweepService:
     def stop(self, run: Run, *, user: str) -> Reply:
         """Stop the matrix and every trial that has not ended: only the requester or an approver may."""
         if user != run.requester and user not in self.deps.people.approvers():
-            raise RunError(f"only <@{run.requester}> (who started it) or an approver can stop `{run.name}`")
+            raise RunError(
+                f"only {mention(run.requester)} (who started it) or an approver can stop `{escape(run.name)}`"
+            )
         if run.status in ENDED:
-            raise RunError(f"sweep `{run.name}` has already {run.status}")
-        reason = f"stopped by <@{user}>"
+            raise RunError(f"sweep `{escape(run.name)}` has already {escape(run.status)}")
+        reason = f"stopped by {mention(user)}"
         held = run.polyaxon_uuid is None
         stopped = self.stop_sweep(run, reason=reason, user=user)
         with self.deps.sessions() as s:
             repos.add_audit(s, user=user, channel=run.channel, command=f"stop {run.name}", outcome="ok", run_id=run.id)
         if held:  # cancelled before Polyaxon had it: its one message is posted (approval voided with it)
-            return Reply(text=f"Cancelled sweep `{run.name}` before it reached Polyaxon.")
+            return Reply(text=f"Cancelled sweep `{escape(run.name)}` before it reached Polyaxon.")
         self.thread.post_thread(
-            run, f":octagonal_sign: Stop requested by <@{user}>: the matrix and {stopped} trial(s).", purpose="stop"
+            run,
+            f":octagonal_sign: Stop requested by {mention(user)}: the matrix and {stopped} trial(s).",
+            purpose="stop",
         )
-        return Reply(text=f"Stopping sweep `{run.name}` and its {stopped} unfinished trial(s).")
+        return Reply(text=f"Stopping sweep `{escape(run.name)}` and its {stopped} unfinished trial(s).")
 
     def stop_sweep(self, run: Run, *, reason: str, user: str | None = None) -> int:
         """Stop the matrix run; Polyaxon stops its running trials and those not started. How many had not ended.
@@ -224,7 +228,8 @@ class SweepService:
         best = ranked(rows, top)
         if len(best) < 2:
             raise RunError(
-                f"sweep `{run.name}` has {len(best)} trial(s) with a final evaluation so far; comparing needs two. "
+                f"sweep `{escape(run.name)}` has {len(best)} trial(s) with a final evaluation so far; comparing "
+                "needs two. "
                 "The leaderboard in its thread shows the others as they finish."
             )
         names = [row.name for row in best]
@@ -240,7 +245,7 @@ class SweepService:
             sweep = repos.get_sweep(s, run_id=run.id or 0)
             trials = list(repos.sweep_trials(s, sweep_run_id=run.id or 0))
         if sweep is None:
-            raise RunError(f"`{run.name}` has no sweep record; it was not started by `/finetune sweep`")
+            raise RunError(f"`{escape(run.name)}` has no sweep record; it was not started by `/finetune sweep`")
         return sweep, trial_rows(sweep, trials, run.eval_contract_hash)
 
     def render_card(self, run: Run) -> tuple[str, list[dict[str, Any]]]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.slack.blocks import cap_blocks, context, escape, header, section
+from bot.slack.blocks import cap_blocks, context, escape, header, mention, section
 from bot.usage.accounting import UsageRow
 
 NOTICE_LEVEL = 80  # percent of the budget at which the channel is told, once per period
@@ -36,13 +36,13 @@ class BudgetState:
 
 
 def _row_line(row: UsageRow, by: str) -> str:
-    who = f"<@{row.key}>" if by == "user" else f"`{escape(row.key)}`"
+    who = mention(row.key) if by == "user" else f"`{escape(row.key)}`"
     parts = []
     if row.accelerator_hours:
         parts.append(f"{row.accelerator_hours:,.2f} accelerator-hours")
     if row.core_hours:
         parts.append(f"{row.core_hours:,.2f} core-hours")
-    money = f" · {row.money:,.2f} {row.currency}" if row.priced else ""
+    money = f" · {row.money:,.2f} {escape(str(row.currency))}" if row.priced else ""
     extra = [f"{row.retries} retr{'y' if row.retries == 1 else 'ies'}"] if row.retries else []
     extra += [f"{row.preflights} preflight{'s' * (row.preflights != 1)}"] if row.preflights else []
     runs = f"{row.runs} run{'s' * (row.runs != 1)}" + (f" ({', '.join(extra)})" if extra else "")
@@ -63,12 +63,12 @@ def render_usage(
     blocks: list[dict[str, Any]] = [header(f"Usage in this {period}, by {by}")]
     blocks.append(
         context(
-            f"<#{channel}> · from {start:%Y-%m-%d %H:%M} UTC to now ({now:%Y-%m-%d %H:%M} UTC) · time in running × "
-            "accelerators × replicas (core-hours on CPU presets), retries and preflights included"
+            f"<#{escape(channel)}> · from {start:%Y-%m-%d %H:%M} UTC to now ({now:%Y-%m-%d %H:%M} UTC) · "
+            "time in running × accelerators × replicas (core-hours on CPU presets), retries and preflights included"
         )
     )
     if not rows:
-        blocks.append(section(f"Nothing ran in <#{channel}> this {period} yet."))
+        blocks.append(section(f"Nothing ran in <#{escape(channel)}> this {period} yet."))
     else:
         blocks.append(section("\n".join(_row_line(row, by) for row in rows)))
         acc = sum(r.accelerator_hours for r in rows)
@@ -76,7 +76,7 @@ def render_usage(
         money = sum(r.money for r in rows if r.priced)
         currency = next((r.currency for r in rows if r.priced), None)
         total = f"*Total* {acc:,.2f} accelerator-hours, {cores:,.2f} core-hours"
-        blocks.append(section(total + (f" · {money:,.2f} {currency}" if currency else "")))
+        blocks.append(section(total + (f" · {money:,.2f} {escape(currency)}" if currency else "")))
     if budget is not None:
         blocks.append(context(f":moneybag: {budget.line()}"))
     return cap_blocks(blocks, "…more rows than fit in one message.")
@@ -86,10 +86,10 @@ def render_budget(channel: str, budget: BudgetState | None) -> str:
     """`/finetune budget`."""
     if budget is None:
         return (
-            f"<#{channel}> has no accelerator-hour budget. An approver sets one with "
+            f"<#{escape(channel)}> has no accelerator-hour budget. An approver sets one with "
             "`/finetune budget set HOURS per=week|month`."
         )
-    return f":moneybag: <#{channel}>: {budget.line()} (this {budget.period} from {budget.start:%Y-%m-%d} UTC)."
+    return f":moneybag: <#{escape(channel)}>: {budget.line()} (this {budget.period} from {budget.start:%Y-%m-%d} UTC)."
 
 
 def top_spenders(rows: list[UsageRow], limit: int = 3) -> str | None:
@@ -99,7 +99,9 @@ def top_spenders(rows: list[UsageRow], limit: int = 3) -> str | None:
     acc = sum(r.accelerator_hours for r in rows)
     cores = sum(r.core_hours for r in rows)
     top = ", ".join(
-        f"<@{r.key}> {r.accelerator_hours:,.2f}" if r.accelerator_hours else f"<@{r.key}> {r.core_hours:,.2f} core-h"
+        f"{mention(r.key)} {r.accelerator_hours:,.2f}"
+        if r.accelerator_hours
+        else f"{mention(r.key)} {r.core_hours:,.2f} core-h"
         for r in rows[:limit]
     )
     return f":bar_chart: Usage this period: {acc:,.2f} accelerator-hours, {cores:,.2f} core-hours · top: {top}"

@@ -14,9 +14,10 @@ from slack_sdk.errors import SlackApiError
 from sqlmodel import Session
 
 from bot.catalog import Plan
-from bot.grammar import BudgetCommand, CommandError, UsageCommand
+from bot.grammar import BudgetCommand, UsageCommand
 from bot.runs import Reply, RunError
 from bot.runs.deps import RunDeps
+from bot.slack.blocks import escape, mention
 from bot.usage.accounting import UsageRow, group_usage, period_bounds, run_usage, running_seconds
 from bot.usage.estimate import Estimate, Sample, estimate, work_units
 from bot.usage.render import NOTICE_LEVEL, BudgetState, render_budget, render_usage, top_spenders
@@ -98,7 +99,7 @@ class UsageService:
         rows, start, now = self.rows(channel, cmd.period, cmd.by)
         budget = self.budget_state(channel)
         blocks = render_usage(rows, channel=channel, period=cmd.period, by=cmd.by, start=start, now=now, budget=budget)
-        return Reply(text=f"Usage in <#{channel}> this {cmd.period}", blocks=blocks)
+        return Reply(text=f"Usage in <#{escape(channel)}> this {cmd.period}", blocks=blocks)
 
     def digest_line(self, channel: str) -> str | None:
         """The digest's usage line for the channel's week."""
@@ -127,7 +128,7 @@ class UsageService:
         if cmd.action != "show":
             if user not in self.deps.people.approvers():
                 raise RunError(
-                    f"only an approver may change the channel's budget (FINETUNE_APPROVERS); <@{user}> is not one"
+                    f"only an approver may change the channel's budget (FINETUNE_APPROVERS); {mention(user)} is not one"
                 )
             with self.deps.sessions() as s:
                 if cmd.action == "set":
@@ -135,7 +136,7 @@ class UsageService:
                     repos.set_budget(s, channel=channel, hours=cmd.hours, period=cmd.period, set_by=user)
                     detail = f"{cmd.hours:g} accelerator-hours per {cmd.period}"
                 elif not repos.delete_budget(s, channel=channel):
-                    raise CommandError(f"<#{channel}> has no budget to remove")
+                    raise RunError(f"<#{escape(channel)}> has no budget to remove")  # mrkdwn: the channel is a link
                 else:
                     detail = "removed"
                 repos.add_audit(
@@ -168,7 +169,7 @@ class UsageService:
         with self.deps.sessions() as s:
             if not repos.claim_budget_notice(s, channel=channel, period_start=state.start, level=NOTICE_LEVEL):
                 return False
-        text = f":warning: <#{channel}> has spent {state.share:.0%} of its {state.line()}."
+        text = f":warning: <#{escape(channel)}> has spent {state.share:.0%} of its {state.line()}."
         try:
             self.deps.client.chat_postMessage(channel=channel, text=text)
         except SlackApiError as exc:

@@ -15,6 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from bot.runs.parked import tell_parked
+from bot.slack.blocks import escape
 from storage import repos
 from storage.models import Run, StatusEvent, utcnow
 
@@ -125,7 +126,7 @@ class TickPasses:
         """One recorded transition, told (the thread is read back first: the post may have gone out)."""
         thread = self.watcher.runs.thread
         if thread.tell_transition(
-            run, event_id=event.id or 0, status=event.status, text=f"Status: *{event.status}*", recovering=True
+            run, event_id=event.id or 0, status=event.status, text=f"Status: *{escape(event.status)}*", recovering=True
         ):
             self.stats.recovered_posts += 1
         thread.update_card(run, force=True)

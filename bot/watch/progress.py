@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from bot.runs import RunService
+from bot.slack.blocks import escape
 from bot.watch.report import live_metrics, live_step
 from storage import repos
 from storage.models import Run
@@ -77,7 +78,7 @@ class Progress:
             self.runs.thread.post_thread(
                 fresh,
                 f":warning: *Possibly stuck*: no new metric and no change in Polyaxon for {minutes} min. "
-                f"Check `/finetune logs {run.name}`, or stop it with the card's Stop button. "
+                f"Check `/finetune logs {escape(run.name)}`, or stop it with the card's Stop button. "
                 f"{self.mention(run)}",
                 purpose="stuck",
             )

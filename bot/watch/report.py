@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bot.slack.blocks import escape
 from storage.models import Run
 
 
@@ -23,7 +24,7 @@ def metrics_text(metrics: dict[str, float], contract_metrics: Sequence[str] = ()
     }
     parts = []
     if evals:
-        parts.append("*Eval* " + " · ".join(f"{k} `{v:.4g}`" for k, v in evals.items()))
+        parts.append("*Eval* " + " · ".join(f"{escape(k)} `{v:.4g}`" for k, v in evals.items()))
     if train:
         parts.append("*Train* " + " · ".join(f"{k} `{v:.4g}`" for k, v in train.items()))
     return ("\n" + "\n".join(parts)) if parts else ""
@@ -75,7 +76,7 @@ def resumed_text(outputs: Mapping[str, Any], run: Run) -> str | None:
     name = outputs.get("resumed_from_checkpoint") or f"checkpoint-{step}"
     total = _as_int(outputs.get("max_steps")) or _as_int(run.params.get("max_steps"))
     of = f"/{total}" if total else ""
-    return f":leftwards_arrow_with_hook: Resumed from `{name}` (step {step}{of})."
+    return f":leftwards_arrow_with_hook: Resumed from `{escape(str(name))}` (step {step}{of})."
 
 
 def _number(value: Any) -> bool:

@@ -84,6 +84,8 @@ def test_defaults(clean_env: pytest.MonkeyPatch) -> None:
         ("SLACK_API_BASE_URL", "slack.com/api", "SLACK_API_BASE_URL: expected an http(s) URL"),
         ("FINETUNE_DATABASE_URL", "mysql://x", "FINETUNE_DATABASE_URL: expected sqlite:///PATH or postgresql"),
         ("FINETUNE_APPROVERS", "U0AAA,ana", "FINETUNE_APPROVERS: expected comma-separated Slack user IDs"),
+        ("FINETUNE_APPROVERS", "U0DAVE><!here", "got 'U0DAVE><!here'"),
+        ("FINETUNE_RUNNERS", "U0AAA,<!channel>", "FINETUNE_RUNNERS: expected comma-separated Slack user IDs"),
         ("FINETUNE_APPROVAL_QUORUM", "0", "FINETUNE_APPROVAL_QUORUM: Input should be greater than or equal to 1"),
         ("FINETUNE_APPROVAL_QUORUM", "two", "FINETUNE_APPROVAL_QUORUM: Input should be a valid integer"),
         ("FINETUNE_TIMEZONE", "Mars/Base", "FINETUNE_TIMEZONE: expected an IANA timezone"),
@@ -127,6 +129,8 @@ def test_groups_are_constructed_directly_in_tests() -> None:
     with pytest.raises(ValidationError):
         SlackSettings(bot_token=SecretStr("xapp-wrong"))
     assert FinetuneSettings(approvers=["U1A", "S2B"]).approvers == ["U1A", "S2B"]
+    with pytest.raises(ValidationError, match="got 'U0AAA\\\\n'"):
+        FinetuneSettings(approvers=["U0AAA\n"])  # a list given directly is not stripped: the id must be exact
 
 
 def test_unsupported_run_kinds_are_read_lower_cased_and_checked(clean_env: pytest.MonkeyPatch) -> None:

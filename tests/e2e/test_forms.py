@@ -4,14 +4,17 @@ card, a double submission starts one run, App Home lists a person's runs and the
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
 from bot.forms import form_delivery_key
+from bot.forms.admit import NOT_YOURS, TAMPERED
 from bot.forms.fields import RECIPE_BLOCK, key_block, presets_block
-from bot.local.slack.viewing import submission_payload
+from bot.local.slack.server import BOT_USER_ID
+from bot.local.slack.viewing import submission_payload, view_action_payload
 from bot.runs.submit import run_name_for
 from handlers.forms import RERUN_CALLBACK
 from storage import repos
@@ -102,7 +105,7 @@ def test_app_home_lists_my_runs_and_what_waits_for_me(live_bot: LiveBot) -> None
         for b in home["blocks"]
         if b["type"] == "actions"
         for e in b["elements"]
-        if e.get("value") == f"stop {running}"
+        if e.get("value") == f"stop:{running}"
     ]
     block_id = next(b["block_id"] for b in home["blocks"] if stop in b.get("elements", []))
     assert live_bot.sender.view_action(home["id"], block_id, stop["action_id"]).status == 200
@@ -147,3 +150,64 @@ def form_run_name_of_newest_quickstart(bot: LiveBot) -> str:
         ]
     assert runs, "the form tests run in order: the first one starts a quickstart run"
     return runs[0].name
+
+
+# --- issue 35: what the bot wrote into a view or a button comes back untrusted ----------------------------------
+
+SECRET = "C0SECRET1"  # private: bob and the bot, not alice
+
+
+def run_count(bot: LiveBot) -> int:
+    with bot.runtime.services.sessions() as s:
+        return len(repos.list_recent_runs(s, limit=1000))
+
+
+def test_a_forged_form_starts_nothing_and_its_owner_still_starts_hers(live_bot: LiveBot) -> None:
+    live_bot.standin.add_channel(SECRET, "secret", members=[BOB, BOT_USER_ID], is_private=True)
+    while live_bot.standin.views.top(ALICE):  # the answer an earlier test left open
+        live_bot.standin.views.close(ALICE)
+    view = open_form(live_bot, "quickstart")
+    live_bot.standin.views.enter(view["id"], key_block("quickstart", "epochs"), "1")
+    runs, notes = run_count(live_bot), len(live_bot.standin.ephemerals())
+    with live_bot.standin.state.lock:
+        forged = submission_payload(live_bot.standin.state, view["id"])
+        taken = submission_payload(live_bot.standin.state, view["id"])
+    # Its channel moved to a private channel alice is not in, the seal kept as it was.
+    data = json.loads(forged["view"]["private_metadata"])
+    forged["view"]["private_metadata"] = json.dumps({**data, "channel": SECRET})
+    sent = live_bot.sender.interactivity(forged)
+    assert json.loads(sent.body) == {"response_action": "errors", "errors": {RECIPE_BLOCK: TAMPERED}}
+    # Her view, submitted by bob.
+    taken["user"] = {**taken["user"], "id": BOB}
+    sent = live_bot.sender.interactivity(taken)
+    assert json.loads(sent.body) == {"response_action": "errors", "errors": {RECIPE_BLOCK: NOT_YOURS}}
+    wait_for(lambda: live_bot.runtime.services.work.in_flight == 0)
+    assert run_count(live_bot) == runs and len(live_bot.standin.ephemerals()) == notes
+    assert live_bot.standin.messages(SECRET) == []
+    # Alice submits her own form: her run starts, requested by her, and it is not "already submitted".
+    _, outcome = live_bot.sender.submit_view(view["id"])
+    assert outcome == {"action": "closed"}
+    name = form_run_name("quickstart", view)
+    [note] = wait_for(lambda: [e for e in live_bot.standin.ephemerals(CHANNEL, ALICE) if name in e["text"]], timeout=60)
+    assert "already submitted" not in note["text"]
+    run = live_bot.wait_status(name, {"succeeded"}, timeout=180)
+    assert (run.requester, run.channel) == (ALICE, CHANNEL)
+
+
+def test_a_forged_home_button_with_command_text_starts_nothing(live_bot: LiveBot) -> None:
+    assert live_bot.sender.home_opened(ALICE).status == 200
+    home = wait_for(lambda: live_bot.standin.views.home(ALICE))
+    runs, posts = run_count(live_bot), len(live_bot.standin.messages(CHANNEL))
+    with live_bot.standin.state.lock:
+        payload = view_action_payload(live_bot.standin.state, home["id"], "home_actions", "finetune_form:open")
+    payload["actions"] = [
+        {**payload["actions"][0], "action_id": "finetune_command:home-stop-0", "value": "run recipe=quickstart"}
+    ]
+    assert live_bot.sender.interactivity(payload).status == 200
+    answer = wait_for(
+        lambda: (v := live_bot.standin.views.top(ALICE)) and "Working" not in str(v["blocks"]) and v, timeout=30
+    )
+    assert "This is not a button the bot made" in reply_text(answer)
+    wait_for(lambda: live_bot.runtime.services.work.in_flight == 0)
+    assert run_count(live_bot) == runs and len(live_bot.standin.messages(CHANNEL)) == posts
+    live_bot.standin.views.close(ALICE)

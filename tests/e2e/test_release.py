@@ -104,6 +104,12 @@ def promotions(bot: LiveBot, model: str) -> list[ApprovalRequest]:
         return list(repos.list_approval_requests(s, model=model, action="promote"))
 
 
+def reactions_judged(bot: LiveBot, user: str) -> list[str]:
+    """The person's added reactions the bot judged (each is audited), newest first."""
+    with bot.runtime.services.sessions() as s:
+        return [a.command for a in repos.list_audit(s, user=user) if a.command.startswith("reaction_added")]
+
+
 def thread_text(bot: LiveBot, run: Run) -> str:
     return "\n".join(bot.thread(bot.run_named(run.name)))
 
@@ -154,6 +160,20 @@ def test_promote_to_staging_then_production_then_rollback_with_the_webhook_down_
     text = thread_text(live_bot, version_run)
     assert f"Serving check #{check.id} of tiny-chat:{v1}: passed" in text, text
     assert f"Approval request: promote tiny-chat:{v1} to staging" in text, text
+
+    # A ✅ on the check's report approves nothing: answered once in the thread with where approvals count, even
+    # when it is taken off and put on again.
+    with live_bot.runtime.services.sessions() as s:
+        report_post = repos.find_posted_message(s, run_id=check.run_id or 0, purpose="serving_report")
+    assert report_post is not None
+    react(live_bot, CAROL, report_post.ts)
+    answer = f"<@{CAROL}>: a serving check is not approved by reaction"
+    assert wait_for(lambda: answer in thread_text(live_bot, version_run))
+    react(live_bot, CAROL, report_post.ts, added=False)
+    react(live_bot, CAROL, report_post.ts)
+    assert wait_for(lambda: len(reactions_judged(live_bot, CAROL)) == 2)
+    assert thread_text(live_bot, version_run).count(answer) == 1
+    assert f"the request to promote `tiny-chat:{v1}` → staging" in thread_text(live_bot, version_run)
     criteria = {c["name"]: c["passed"] for c in request.criteria}
     assert criteria == {
         "serving check passed": True,

@@ -19,6 +19,7 @@ from sqlmodel import select
 
 from bench.fuzz_front_door import INTERNAL_ERROR
 from bot.local.polyaxon import LocalPolyaxonStack
+from bot.slack.blocks import ButtonAction
 from storage.models import Delivery
 from tests.e2e.conftest import ALICE, BOB, CHANNEL, LiveBot, start_live_bot
 from tests.e2e.test_lifecycle import run_name_in
@@ -88,10 +89,16 @@ def commands(refs: list[str]) -> st.SearchStrategy[str]:
     )
 
 
+def button_values(refs: list[str]) -> st.SearchStrategy[str]:
+    """What a button might carry: an action and any reference (as the bot renders them), or forged command text."""
+    rendered = st.builds(lambda a, r: f"{a.value}:{r}", st.sampled_from(list(ButtonAction)), st.sampled_from(refs))
+    return st.one_of(rendered, commands(refs))
+
+
 def steps(refs: list[str]) -> st.SearchStrategy[list[tuple[str, Any]]]:
     """A short sequence of typed commands, buttons and reactions."""
     typed = st.tuples(st.just("command"), st.tuples(commands(refs), st.sampled_from(PEOPLE)))
-    button = st.tuples(st.just("button"), st.tuples(commands(refs), st.sampled_from(PEOPLE)))
+    button = st.tuples(st.just("button"), st.tuples(button_values(refs), st.sampled_from(PEOPLE)))
     reaction = st.tuples(
         st.just("reaction"),
         st.tuples(st.sampled_from(PEOPLE), st.sampled_from(REACTIONS), st.integers(0, 10_000), st.booleans()),

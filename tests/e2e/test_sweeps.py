@@ -122,7 +122,7 @@ def test_a_grid_runs_as_one_matrix_to_one_card_and_one_leaderboard_ranked_on_acc
     card = reply_text(live_bot.card(run))
     assert "grid over lr" in card and "3/3 done" in card and f"`{best}`" in card
     buttons = [e["value"] for b in live_bot.card(run)["blocks"] if b["type"] == "actions" for e in b["elements"]]
-    assert buttons == [f"compare {name} top=3"]
+    assert buttons == [f"compare-top:{name}"]
     # The final summary mentions the requester, and the plot of accuracy against lr is attached.
     summary = reply_text(live_bot.standin.message(CHANNEL, sweep.summary_ts or ""))
     assert f"<@{ALICE}>" in summary and f"`{best}`" in summary

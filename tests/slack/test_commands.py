@@ -13,7 +13,8 @@ from bot.grammar import RunCommand, parse_command
 from bot.local.slack import SlackSender, SlackStandIn
 from bot.local.slack.sender import block_actions_payload
 from bot.local.slack.server import DEFAULT_CHANNEL
-from bot.slack.blocks import COMMAND_ACTION_ID, command_button
+from bot.slack.blocks import COMMAND_ACTION_ID, ButtonAction, command_button
+from storage import repos
 from storage.models import AuditEntry
 from tests.fixtures.slack import BotServer, wait_for
 
@@ -102,14 +103,19 @@ def test_a_bot_without_polyaxon_or_scheduler_says_what_is_off(
     assert ("the scheduler" if text.startswith("digest") else "it needs Polyaxon") in reply
 
 
-def test_a_button_runs_its_command_once(
+def test_a_button_runs_its_command_once_in_its_runs_channel(
     sender: SlackSender, slack_standin: SlackStandIn, bot_server: BotServer
 ) -> None:
-    button = command_button("Help on run", "help run", suffix="help")
-    assert button["action_id"].startswith(COMMAND_ACTION_ID)
+    with bot_server.services.sessions() as s:
+        repos.create_run(s, name="sft-tiny-0123456789", recipe_name="sft-tiny", recipe_hash="h", requester="U0ALICE01",
+                         channel=C, status="running")  # fmt: skip
+    button = command_button("Logs", ButtonAction.LOGS, "sft-tiny-0123456789", suffix="logs")
+    assert button["action_id"].startswith(COMMAND_ACTION_ID) and button["value"] == "logs:sft-tiny-0123456789"
     payload = block_actions_payload(
         button["action_id"],
         button["value"],
+        user_id="U0BOB0001",
+        channel_id="C0GENERAL",  # what the payload says: the command acts in the run's channel all the same
         thread_ts="1.000001",
         response_url=slack_standin.new_response_url(channel=C, user="U0BOB0001"),
     )
@@ -117,5 +123,9 @@ def test_a_button_runs_its_command_once(
         sent = list(pool.map(lambda _: sender.interactivity(payload), range(3)))
     assert [s.status for s in sent] == [200] * 3
     [post] = wait_for(lambda: slack_standin.response_url_posts())
-    assert post["payload"]["blocks"] == render_help("run") and post["user"] == "U0BOB0001"
+    # This bot has no Polyaxon: the button's command (logs) says so, as the typed one would.
+    assert "`/finetune logs` is not available" in _text(post["payload"]) and post["user"] == "U0BOB0001"
     wait_for(lambda: len(bot_server.deliveries("action")) == 1)
+    with bot_server.services.sessions() as s:
+        [audit] = s.exec(select(AuditEntry).where(AuditEntry.user == "U0BOB0001")).all()
+    assert (audit.command, audit.channel) == ("/finetune logs", C)

@@ -140,7 +140,14 @@ def test_the_home_tab_new_run_asks_for_a_channel(
     assert outcome["action"] == "errors" and CHANNEL_BLOCK in outcome["errors"]
     slack_standin.views.enter(view["id"], CHANNEL_BLOCK, "C0GENERAL")  # the bot is not in #general
     _, outcome = sender.submit_view(view["id"])
-    assert outcome["action"] == "errors" and "not in <#C0GENERAL>" in outcome["errors"][CHANNEL_BLOCK]
+    # The commands' own posting check (bot.slack.places) says why.
+    assert outcome["action"] == "errors"
+    assert "cannot post its card in <#C0GENERAL>: the bot is not a member" in outcome["errors"][CHANNEL_BLOCK]
+    slack_standin.views.enter(view["id"], CHANNEL_BLOCK, DEFAULT_CHANNEL)  # the bot and alice are in it
+    _, outcome = sender.submit_view(view["id"])
+    assert outcome == {"action": "closed"}
+    [note] = wait_for(lambda: slack_standin.ephemerals(DEFAULT_CHANNEL, ALICE))
+    assert "Polyaxon" in note["text"]  # no Polyaxon here: the run would have started
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,7 @@ from bot.local.slack.server import DEFAULT_CHANNEL
 from bot.runs.card import card_view, render_card
 from bot.runs.kinds import KINDS, RunKind, Verb, applies, kind_of, rule_for
 from bot.settings import FinetuneSettings, PolyaxonSettings, Settings, SlackSettings
+from bot.slack.blocks import parse_button_value
 from bot.web import HttpServer, build_http_server
 from storage import repos
 from storage.db import make_engine
@@ -304,7 +305,7 @@ def test_the_table_holds_every_kind_and_verb() -> None:
 @pytest.mark.parametrize("kind", list(RunKind), ids=str)
 @pytest.mark.parametrize("status", ["running", "succeeded", "failed", "stopped"])
 def test_card_buttons_only_offer_what_applies(kind: RunKind, status: str) -> None:
-    """Every button a run's card renders carries a command the table allows for the run's kind."""
+    """Every button a run's card renders carries an action the table allows for the run's kind."""
     run = Run(
         name="r-1", recipe_name="sft-tiny", recipe_hash="h", requester=ALICE, channel=CHANNEL, status=status,
         kind=kind.value if kind not in (RunKind.ATTEMPT, RunKind.RESUME) else "train", checkpoint_step=10,
@@ -313,7 +314,9 @@ def test_card_buttons_only_offer_what_applies(kind: RunKind, status: str) -> Non
     )  # fmt: skip
     assert kind_of(run) is kind
     [actions] = [b for b in render_card(card_view(run, polyaxon_url=None)) if b.get("type") == "actions"]
-    offered = {Verb(str(e["value"]).split()[0]) for e in actions["elements"]}
+    values = [parse_button_value(e["value"]) for e in actions["elements"]]
+    assert {v.run for v in values} == {"r-1"}  # an action and the run: never command text
+    offered = {Verb(v.action.value) for v in values}
     assert offered, "a card always offers its logs"
     assert all(applies(kind, verb) for verb in offered), offered
     if kind in (RunKind.PREFLIGHT, RunKind.SERVING):

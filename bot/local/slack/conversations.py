@@ -54,16 +54,30 @@ def replies(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
     return {"messages": thread, "has_more": False, "response_metadata": {"next_cursor": ""}}
 
 
+def visible(ws: Workspace, channel_id: Any) -> Channel:
+    """A channel the bot may read about: a private one it is not in answers `channel_not_found`, as in Slack."""
+    ch = ws.channel(channel_id)
+    if ch.is_private and BOT_USER_ID not in ch.members:
+        raise ApiError("channel_not_found")
+    return ch
+
+
 def info(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
     """conversations.info."""
-    return {"channel": channel_json(ws, ws.channel(args.get("channel")))}
+    return {"channel": channel_json(ws, visible(ws, args.get("channel")))}
 
 
 def members(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
-    """conversations.members: member ids, paged by `limit` with a cursor (the offset, as an opaque string)."""
-    ch = ws.channel(args.get("channel"))
-    limit = max(1, min(int(args.get("limit") or 100), 1000))
-    start = int(args.get("cursor") or 0)
+    """conversations.members: member ids, paged by `limit` (at most 1000) with a cursor (an offset, opaque)."""
+    ch = visible(ws, args.get("channel"))
+    try:
+        limit = max(1, min(int(args.get("limit") or 100), 1000))
+    except ValueError:
+        raise ApiError("invalid_limit") from None
+    cursor = str(args.get("cursor") or "0")
+    if not cursor.isdigit():
+        raise ApiError("invalid_cursor")
+    start = int(cursor)
     ids = sorted(ch.members)
     page = ids[start : start + limit]
     more = start + limit < len(ids)

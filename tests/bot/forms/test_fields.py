@@ -22,7 +22,8 @@ from bot.forms.fields import (
     read_entered,
 )
 from bot.forms.render import render_form, render_preview
-from bot.grammar import RunCommand, parse_command
+from bot.forms.seal import FormSeal
+from bot.grammar import CommandError, RunCommand, parse_command
 from bot.local.slack.views import check_view
 from tests.fixtures.slack import load_catalog
 
@@ -106,8 +107,10 @@ def test_catalog_refusals_land_on_the_field_they_are_about() -> None:
 
 
 def test_the_form_reads_back_what_it_rendered(catalog: Catalog) -> None:
-    ctx = FormContext(channel="C0TRAIN01", origin="rerun", rerun_of="sft-tiny-0123456789")
-    view = render_form(catalog, ctx, Prefill(recipe="sft-tiny", presets=("cpu-small",), overrides={"lr": 0.002}))
+    ctx = FormContext(channel="C0TRAIN01", origin="rerun", rerun_of="sft-tiny-0123456789", opener="U0ALICE01")
+    seal = FormSeal.random()
+    prefill = Prefill(recipe="sft-tiny", presets=("cpu-small",), overrides={"lr": 0.002})
+    view = render_form(catalog, ctx, prefill, seal)
     check_view(view, kind="modal")  # within Slack's limits, as the stand-in checks them
     values: dict[str, Any] = {}
     for block in view["blocks"]:
@@ -122,7 +125,7 @@ def test_the_form_reads_back_what_it_rendered(catalog: Catalog) -> None:
         else:
             state["value"] = element.get("initial_value")
         values[block["block_id"]] = {element["action_id"]: state}
-    back = read_entered({**view, "state": {"values": values}})
+    back = read_entered({**view, "state": {"values": values}}, seal.open(view["private_metadata"]))
     assert back.context == ctx and back.recipe == "sft-tiny" and back.presets == ["cpu-small"]
     assert back.values["lr"] == "0.002" and back.values["max_steps"] == "40"
     assert check_entered(catalog, back, needs_channel=False).text == "run recipe=sft-tiny lr=0.002"
@@ -130,7 +133,34 @@ def test_the_form_reads_back_what_it_rendered(catalog: Catalog) -> None:
 
 def test_every_recipe_renders_a_valid_form_and_the_preview_of_errors_too(catalog: Catalog) -> None:
     for name in catalog.recipes:
-        check_view(render_form(catalog, FormContext(channel=None), Prefill(recipe=name)), kind="modal")
+        ctx = FormContext(channel=None, origin="home", opener="U0ALICE01")
+        check_view(render_form(catalog, ctx, Prefill(recipe=name), FormSeal.random()), kind="modal")
     preview = render_preview(None, {RECIPE_BLOCK: "Choose a recipe."}, {RECIPE_BLOCK: "Recipe"})
     check_view(preview, kind="modal")
     assert "*Recipe*: Choose a recipe." in str(preview["blocks"])
+
+
+def test_a_preset_option_stays_one_word_of_the_command(catalog: Catalog) -> None:
+    # An option value is whatever the payload says: one that smuggles a flag must not become one.
+    checked = check_entered(catalog, entered("sft-tiny", presets=["cpu-small --force"]), needs_channel=False)
+    assert checked.text == "run recipe=sft-tiny preset='cpu-small --force'"
+    with pytest.raises(CommandError, match="is not a name"):
+        parse_command(checked.text)
+
+
+def test_values_of_another_type_than_slack_sends_are_problems_on_their_fields(catalog: Catalog) -> None:
+    ctx = FormContext(channel="C0TRAIN01", opener="U0ALICE01")
+    values = {
+        RECIPE_BLOCK: {"finetune_form:recipe": {"selected_option": {"value": "sft-tiny"}}},
+        CHANNEL_BLOCK: {"value": {"selected_conversation": "C0SECRET1"}},  # no channel field in this form
+        key_block("sft-tiny", "lr"): {"value": {"value": {"lr": 1}}},
+        key_block("sft-tiny", "scheduler"): {"value": {"selected_option": {"value": "cosine"}}},
+        presets_block("sft-tiny"): {"value": {"selected_options": [{"value": 3}]}},
+    }
+    back = read_entered({"state": {"values": values}}, ctx)
+    assert back.channel == "C0TRAIN01"  # the sealed channel: the state cannot move the run elsewhere
+    assert back.values == {"scheduler": "cosine"}
+    assert set(back.problems) == {key_block("sft-tiny", "lr"), presets_block("sft-tiny")}
+    checked = check_entered(catalog, back, needs_channel=False)
+    assert checked.text is None and set(checked.errors) == set(back.problems)
+    assert read_entered({"state": "garbage"}, ctx).recipe is None  # no state at all: nothing chosen

@@ -36,7 +36,7 @@ def test_runs_requests_registrations_and_digests_are_listed() -> None:
                 subject="tiny-chat",
                 run_name="r1",
                 channel="C1",
-                requester="U2",
+                requester="U0BOB0002",
                 approvals=0,
                 quorum=1,
                 mine=False,
@@ -61,7 +61,7 @@ def test_runs_requests_registrations_and_digests_are_listed() -> None:
     check_view(view, kind="home")
     text = _text(view)
     assert "Your active runs (20)" in text and "…and 5 more" in text and "step 5/40" in text
-    assert "Waiting for you (1)" in text and "Register `tiny-chat`" in text and "asked by <@U2>" in text
+    assert "Waiting for you (1)" in text and "Register `tiny-chat`" in text and "asked by <@U0BOB0002>" in text
     assert "Your requests, waiting for approvers" in text and "1/2 approvals" in text
     assert "`tiny-chat:v1` from `r1`, 2026-12-05 09:00 UTC" in text and "daily at 09:00 (UTC)" in text
     action_ids = [e["action_id"] for b in view["blocks"] if b["type"] == "actions" for e in b["elements"]]

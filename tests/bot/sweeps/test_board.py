@@ -105,7 +105,7 @@ def texts(blocks: list[dict[str, Any]]) -> str:
 
 
 def buttons(blocks: list[dict[str, Any]]) -> dict[str, str]:
-    """Button label -> the command it runs."""
+    """Button label -> its value (an action and a run)."""
     return {
         element["text"]["text"]: element["value"]
         for block in blocks
@@ -365,7 +365,7 @@ def test_a_running_sweep_card_offers_stop_and_compare_once_two_are_ranked() -> N
     run = sweep_run(overrides={"epochs": 3})
     one = trial_rows(sweep, [trial(1, metric=0.8), trial(2, "running")], CONTRACT)
     text, blocks = render_sweep_card(run, sweep, one, polyaxon_url="https://px.example/runs/abc")
-    assert buttons(blocks) == {"Stop sweep": "stop quickstart-sweep-1"}
+    assert buttons(blocks) == {"Stop sweep": "stop:quickstart-sweep-1"}
     body = texts(blocks)
     assert "<@U123>" in body and "grid over lr ∈ {0.01, 0.1}" in body and "`epochs=3`" in body
     assert "matrix `abcdef01`" in body and "<https://px.example/runs/abc|open in Polyaxon>" in body
@@ -374,8 +374,8 @@ def test_a_running_sweep_card_offers_stop_and_compare_once_two_are_ranked() -> N
     two = trial_rows(sweep, [trial(1, metric=0.8), trial(2, metric=0.9)], CONTRACT)
     _, blocks = render_sweep_card(run, sweep, two, polyaxon_url=None)
     assert buttons(blocks) == {
-        "Stop sweep": "stop quickstart-sweep-1",
-        "Compare top 3": "compare quickstart-sweep-1 top=3",
+        "Stop sweep": "stop:quickstart-sweep-1",
+        "Compare top 3": "compare-top:quickstart-sweep-1",
     }
 
 
@@ -392,7 +392,7 @@ def test_an_ended_sweep_has_no_stop_button(status: str) -> None:
     rows = trial_rows(sweep, [trial(1, metric=0.8), trial(2, metric=0.9)], CONTRACT)
     _, blocks = render_sweep_card(sweep_run(status), sweep, rows, polyaxon_url=None)
     assert "Stop sweep" not in buttons(blocks)
-    assert buttons(blocks) == {"Compare top 3": "compare quickstart-sweep-1 top=3"}
+    assert buttons(blocks) == {"Compare top 3": "compare-top:quickstart-sweep-1"}
     assert "3 failed trials in a row" in texts(blocks)
 
 
