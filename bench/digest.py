@@ -1,6 +1,6 @@
 """Benchmark: load + compose one channel's digest with 10k runs in the database.
 
-    .venv/bin/python bench/digest.py [--runs 10000] [--recent 200] [--url sqlite:///…]
+    .venv/bin/python bench/digest.py [--runs 10000] [--recent 200] [--repeats 20] [--json OUT.json]
 
 Prints the wall time of one digest (load from the database + compose the blocks) and the number of SQL
 statements it issued, for the full database and for one a tenth the size side by side: the query count must
@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import statistics
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
@@ -135,6 +137,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--recent", type=int, default=200, help="runs in the digest's period")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here (bench.report reads it)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         big = seed(f"sqlite:///{tmp}/big.db", args.runs, args.recent)
@@ -144,6 +147,16 @@ def main() -> int:
     print(f"digest over {args.runs} runs ({args.recent} in the period): {big_ms:.1f} ms median, {big_q} SQL statements")
     print(f"digest over {args.runs // 10} runs ({args.recent} in the period): {small_ms:.1f} ms, {small_q} statements")
     print(f"ratio {args.runs} vs {args.runs // 10} runs: time {big_ms / small_ms:.2f}x, statements {big_q}/{small_q}")
+    if args.json:
+        figures = {
+            "recent": args.recent,
+            "repeats": args.repeats,
+            "rows": [
+                {"runs": args.runs // 10, "statements": small_q, "ms": round(small_ms, 2)},
+                {"runs": args.runs, "statements": big_q, "ms": round(big_ms, 2)},
+            ],
+        }
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
 
 

@@ -166,10 +166,13 @@ def _handler(stub: PolyaxonStub) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def seeded(count: int) -> PolyaxonStub:
-    """A started stub with `count` running runs, submitted a second apart (oldest first)."""
+def seeded(count: int, waiting: int = 0) -> PolyaxonStub:
+    """A started stub with `count` running runs, submitted a second apart (oldest first), then `waiting` queued
+    runs submitted in one burst, 10 ms apart (up to 100 of them within the change feed's overlap of the newest)."""
     stub = PolyaxonStub().start()
-    start = datetime.now(UTC) - timedelta(seconds=count + 5)
+    start = datetime.now(UTC) - timedelta(seconds=count + waiting / 100 + 5)
     for i in range(count):
         stub.add(f"{i:032x}", f"bench-{i}", status="running", at=start + timedelta(seconds=i))
+    for n, i in enumerate(range(count, count + waiting)):
+        stub.add(f"{i:032x}", f"bench-{i}", status="queued", at=start + timedelta(seconds=count + n / 100))
     return stub

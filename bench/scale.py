@@ -1,6 +1,6 @@
 """Benchmark: what a command, a watcher tick and a digest cost at 10, 1,000 and 100,000 runs in the database.
 
-    .venv/bin/python bench/scale.py [--sizes 10 1000 100000] [--repeats 5]
+    .venv/bin/python bench/scale.py [--sizes 10 1000 100000] [--repeats 5] [--json OUT.json]
 
 Each size gets its own SQLite database (bench/digest.py's seed: one channel, 200 runs in the digest's period,
 10 of them running (9 at 10 runs): a team's history grows, its active runs do not) and the same runs in a stand-in for
@@ -17,6 +17,7 @@ Printed per size: SQL statements, Polyaxon requests and milliseconds of each.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -41,6 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 1_000, 100_000])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here (bench.report reads it)")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
@@ -56,6 +58,17 @@ def main() -> None:
         f"({ACTIVE} running runs at every size, 9 of 10 at 10; "
         "the first tick lists every active run, later ticks only the changes)"
     )
+    if args.json:
+        figures = {
+            "repeats": args.repeats,
+            "active": ACTIVE,
+            "rows": [
+                {"runs": size, "what": what, "statements": statements, "requests": requests, "ms": round(ms, 2)}
+                for size, measured in rows
+                for what, (statements, requests, ms) in measured.items()
+            ],
+        }
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
 
 
 def measure(tmp: Path, size: int, repeats: int) -> dict[str, tuple[int, int, float]]:

@@ -4,7 +4,9 @@ The first tick, and one every `resync_every`, lists every active run of the proj
 one for the cursor); every other tick lists only the runs Polyaxon updated since the cursor (their `updated_at`
 moves on each status change and each outputs sync), done ones included, so a run that ended arrives with its
 final state and a run that did not change costs nothing. A run missing from an incremental list is unchanged: the
-database already holds what Polyaxon says about it.
+database already holds what Polyaxon says about it. So is a run the list shows again (the cursor's overlap) with
+the `updated_at` the watcher already handled: left out, it costs nothing either (a waiting run would otherwise
+have its conditions read on every tick until another run changed).
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ class ChangeFeed:
         self.page_size = page_size
         self._cursor: datetime | None = None
         self._synced_at: datetime | None = None
+        # The `updated_at` of each run the watcher handled, while the overlap may list it again (see `handled`).
+        self._handled: dict[str, datetime] = {}
 
     def read(self) -> RemoteView:
         """This tick's view; raises the gateway's error (the cursor stays, the next tick reads from it again)."""
@@ -74,11 +78,34 @@ class ChangeFeed:
             return self._full(now)  # the whole project went: a full list says so, and every run is read once
         self._cursor = next_cursor(self._cursor, listed, self.page_size)
         requests = pages(len(listed), self.page_size)
-        return RemoteView({info.uuid: info for info in listed}, complete=False, requests=requests)
+        changed = {info.uuid: info for info in listed if not self._seen(info)}
+        self._forget_handled(before=self._cursor - OVERLAP if self._cursor is not None else None)
+        return RemoteView(changed, complete=False, requests=requests)
+
+    def handled(self, info: RunInfo) -> None:
+        """The watcher told all this state of the run says: listed again unchanged, an incremental view leaves it out.
+
+        Only what was handled is left out: a run whose handling failed (or was not reached) comes again whenever the
+        list shows it. A full list always carries every active run, handled or not: it is the net for a change
+        that did not move `updated_at`.
+        """
+        if info.updated_at is not None:
+            self._handled[info.uuid] = info.updated_at
 
     def forget(self) -> None:
         """No active run to watch: the next tick with one starts with a full list (idle ticks cost nothing)."""
         self._cursor = None
+        self._handled.clear()
+
+    def _seen(self, info: RunInfo) -> bool:
+        return info.updated_at is not None and self._handled.get(info.uuid) == info.updated_at
+
+    def _forget_handled(self, *, before: datetime | None) -> None:
+        # A run last changed before the next list starts is listed again only with a newer `updated_at`.
+        if before is None:
+            self._handled.clear()
+        else:
+            self._handled = {uuid: at for uuid, at in self._handled.items() if at >= before}
 
     def _full(self, now: datetime) -> RemoteView:
         # The cursor is read first: a change after it is listed by the next tick, whatever this list misses.

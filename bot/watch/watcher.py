@@ -136,11 +136,13 @@ class Watcher:
         with self.sessions() as s:
             active = repos.get_runs(s, wanted)
         # Runs that have not started: new status conditions told, start deadlines enforced.
+        waiting_told = True
         try:
             stats.polyaxon_requests += self.failures.watch_waiting(active, remote, now)
         except GatewayError as exc:
             log.warning("watcher: waiting runs: %s", exc)
             stats.errors.append(f"waiting runs: {exc}")
+            waiting_told = False  # their new conditions may be untold: a waiting run listed again is read again
         watching = self.runs.deps.items.batch(WATCH_RUN, [str(run.id) for run in active])
         for run in active:
             if not self.still_leader():
@@ -159,6 +161,9 @@ class Watcher:
             )
             if tried.error is not None:
                 stats.errors.append(f"{run.name}: {tried.error}")
+            info = remote.get(run.polyaxon_uuid or "")
+            if tried.ok and info is not None and (waiting_told or run.status not in WAITING):
+                self.feed.handled(info)  # the overlap may list it again: unchanged, it costs nothing then
         stats.stuck_flagged += self.progress.flag_stuck(active, now)
         return remote
 
@@ -200,7 +205,7 @@ class Watcher:
             fields["started_at"] = info.started_at
         if info.finished_at:
             fields["finished_at"] = info.finished_at
-        text = f"Status: *{status}*" + (
+        text = f"Status: *{escape(status)}*" + (
             f" — {escape(redact(reason, extra_secrets=self.runs.secrets))}" if reason else ""
         )
         upload: tuple[bytes, int] | None = None

@@ -19,7 +19,7 @@ from bot.catalog import Catalog
 from bot.local.slack import SlackStandIn
 from bot.local.slack.server import DEFAULT_CHANNEL
 from bot.metrics import BotMetrics
-from bot.polyaxon import LogTail, RunInfo, StatusCondition
+from bot.polyaxon import GatewayError, LogTail, RunInfo, StatusCondition
 from bot.runs import RunService, transition_metadata
 from bot.runs.card_edits import CardEdits
 from bot.settings import FinetuneSettings, Settings, SlackSettings
@@ -180,6 +180,44 @@ def test_a_tick_makes_the_same_requests_whatever_the_number_of_active_runs(
     # The card shows the metrics the listing carried, without a request for them.
     card = standin.message(DEFAULT_CHANNEL, runs["uuid0002"].card_ts or "")
     assert "1.8" in str(card["blocks"])
+
+
+def test_a_waiting_run_listed_again_costs_nothing_unless_its_conditions_went_unread(
+    sessions: SessionFactory, standin: SlackStandIn
+) -> None:
+    clock = Clock()
+    gateway = FakeGateway(clock)
+    watcher = make_watcher(sessions, standin, gateway, clock, 1)
+    gateway.put("wait0000", status="queued")  # the newest change: every list from the cursor shows it again
+    with sessions() as s:
+        repos.create_run(
+            s,
+            name="waiting-0",
+            recipe_name="sft-tiny",
+            recipe_hash="h",
+            component="trl-sft",
+            params={},
+            presets=[],
+            pins={},
+            requester="U0ALICE01",
+            channel=DEFAULT_CHANNEL,
+            status="queued",
+            polyaxon_uuid="wait0000",
+        )
+    read = gateway.run_conditions
+
+    def unreachable(uuid: str) -> list[StatusCondition]:
+        raise GatewayError("Polyaxon answered 502")
+
+    gateway.run_conditions = unreachable  # type: ignore[method-assign]
+    assert watcher.tick().errors == ["waiting runs: Polyaxon answered 502"]
+    gateway.run_conditions = read  # type: ignore[method-assign]
+    # Its conditions went unread: listed again (the cursor's overlap), it is read again...
+    for calls in (["list", "conditions"], ["list"]):  # ...and once handled, listed again it costs nothing
+        clock.now += timedelta(seconds=5)
+        gateway.calls.clear()
+        stats = watcher.tick()
+        assert (gateway.calls, stats.polyaxon_requests, stats.errors) == (calls, len(calls), [])
 
 
 def test_the_cursor_never_passes_a_run_a_paged_list_may_have_missed() -> None:

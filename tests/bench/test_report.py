@@ -1,0 +1,159 @@
+"""bench.report's rendering and document rewriting, on fixed figures (the benches themselves are not run here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.report import BENCHES, chosen, marker, replace_section, section
+from bench.report_tables import Stamp, render_ack, render_digest, render_memory, render_scale, render_watcher
+
+REPO = Path(__file__).resolve().parents[2]
+STAMP = Stamp("2026-12-05 23:40 UTC", "db8f94b+dirty", "python -m bench.scale", "1.20/0.90/0.50 on 2 cores", "1.80")
+
+DOC = """# Benchmarks
+
+Prose before, with a `<!-- bench.report:begin NAME -->` mention.
+
+<!-- bench.report:begin scale -->
+| old | table |
+<!-- bench.report:end scale -->
+
+Prose between.
+<!-- bench.report:begin watcher -->
+*Not generated yet.*
+<!-- bench.report:end watcher -->
+Prose after, no newline at the end"""
+
+
+def watcher_rows(idle: tuple[int, int]) -> dict[str, object]:
+    rows = []
+    for (running, waiting, kind), idle_requests in zip(((50, 5, "server"), (10_000, 1_000, "stub")), idle, strict=True):
+        for tick, requests in (("first", 2 + waiting), ("idle", idle_requests), ("busy", 4)):
+            rows.append(
+                {
+                    "running": running,
+                    "waiting": waiting,
+                    "polyaxon": kind,
+                    "tick": tick,
+                    "requests": requests,
+                    "slack_calls": 9 if tick == "busy" else 0,
+                    "transitions": 2 if tick == "busy" else 0,
+                    "seconds": 0.1234,
+                }
+            )
+    return {"changes": 5, "waiting_per_running": 0.1, "rows": rows}
+
+
+def test_a_section_is_replaced_and_everything_outside_the_markers_is_kept_byte_for_byte() -> None:
+    new = replace_section(DOC, "scale", ["| new | table |", "", "a line"])
+    before, after = DOC.split(marker("scale"))[0], DOC.split(marker("scale", end=True))[1]
+    assert new == before + marker("scale") + "\n| new | table |\n\na line\n" + marker("scale", end=True) + after
+    assert replace_section(new, "scale", ["| old | table |"]) == DOC  # nothing else moved
+    assert replace_section(new, "watcher", ["x"]).count("Prose between.") == 1
+
+
+@pytest.mark.parametrize(
+    ("doc", "name", "found"),
+    [
+        (DOC, "trainer", 0),
+        (DOC.replace(marker("watcher", end=True), ""), "watcher", 0),
+        (DOC + "\n" + marker("scale") + "\n" + marker("scale", end=True), "scale", 2),
+    ],
+    ids=["missing", "unclosed", "twice"],
+)
+def test_a_section_missing_or_marked_twice_is_refused(doc: str, name: str, found: int) -> None:
+    with pytest.raises(ValueError, match=f"^{found} sections marked"):
+        replace_section(doc, name, [])
+
+
+def test_the_documents_sections_are_each_marked_once() -> None:
+    doc = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    for name in BENCHES:
+        replace_section(doc, name, [])  # raises unless marked exactly once
+
+
+def test_the_stamp_says_when_which_commit_which_command_and_the_load() -> None:
+    lines = section(STAMP, ["| t |"])
+    assert lines[0] == (
+        "*Generated 2026-12-05 23:40 UTC at commit `db8f94b+dirty` by `python -m bench.scale`; load average "
+        "(1/5/15 min) 1.20/0.90/0.50 on 2 cores before, 1.80 after.*"
+    )
+    assert lines[1:] == ["", "| t |"]
+
+
+def test_the_light_benches_run_by_default_and_a_heavy_one_only_when_named() -> None:
+    assert chosen(None) == ["scale", "digest", "watcher"]
+    assert chosen("watcher, trainer") == ["watcher", "trainer"]
+    with pytest.raises(SystemExit, match="no bench named nope"):
+        chosen("scale,nope")
+
+
+def test_the_watcher_table_says_whether_an_idle_tick_costs_the_same_at_every_size() -> None:
+    lines = render_watcher(watcher_rows(idle=(1, 1)))
+    assert (
+        lines[0] == "| running | waiting | Polyaxon | tick | Polyaxon requests | Slack calls | transitions | seconds |"
+    )
+    assert lines[2] == "| 50 | 5 | server | first | 7 | 0 | 0 | 0.123 |"
+    assert "| 10,000 | 1,000 | stub | idle | 1 | 0 | 0 | 0.123 |" in lines
+    assert lines[-2] == "- idle (nothing changed): 1 request(s) at every size → same at every size: **met**"
+    assert lines[-1].endswith("4 request(s) at every size → same at every size: **met**")
+    grown = render_watcher(watcher_rows(idle=(1, 3)))
+    assert grown[-2] == "- idle (nothing changed): 1 / 3 request(s) at every size → same at every size: **NOT met**"
+
+
+def test_the_scale_and_digest_tables() -> None:
+    scale = render_scale(
+        {
+            "repeats": 5,
+            "active": 10,
+            "rows": [
+                {"runs": 100_000, "what": "tick", "statements": 13, "requests": 1, "ms": 58.04},
+                {"runs": 100_000, "what": "digest", "statements": 9, "requests": 0, "ms": 122.4},
+            ],
+        }
+    )
+    assert scale[0] == "| runs in the database | what | SQL statements | Polyaxon requests | ms (median of 5) |"
+    assert scale[1] == "| ---: | --- | ---: | ---: | ---: |"
+    assert scale[2:4] == [
+        "| 100,000 | watcher tick (nothing changed) | 13 | 1 | 58.0 |",
+        "| 100,000 | digest | 9 | 0 | 122 |",
+    ]
+    digest = render_digest(
+        {
+            "recent": 200,
+            "repeats": 20,
+            "rows": [{"runs": 1000, "statements": 9, "ms": 14.0}, {"runs": 10_000, "statements": 10, "ms": 225.0}],
+        }
+    )
+    assert digest[2:4] == ["| 1,000 | 200 | 9 | 14.0 |", "| 10,000 | 200 | 10 | 225 |"]
+    assert digest[-1].startswith("Statements at 1,000 and 10,000 runs: NOT the same (9 / 10); time 16.1x")
+
+
+def test_the_ack_and_memory_tables_judge_from_the_spread() -> None:
+    ack = render_ack(
+        {
+            "database": "sqlite",
+            "rounds": 3,
+            "targets": {"50": 1.2, "99": 1.3},
+            "ratios": {"help": {"50": [1.1, 1.0, 1.15], "99": [1.2, 1.4, 1.25]}},
+            "over_3s": {"help": 0},
+            "replies": 300,
+            "expected": 300,
+            "planned": 0,
+            "runs_sent": 0,
+        }
+    )
+    assert ack[2] == "| `help` | p50 | 1.10 | 1.00–1.15 | ≤ 1.2 | **met** |"
+    assert ack[3] == "| `help` | p99 | 1.25 | 1.20–1.40 | ≤ 1.3 | **inconclusive** |"
+    memory = render_memory(
+        {
+            "idle_mb": {"serve": 120.04, "bare": 31.0},
+            "curve": [[0, 121.0], [10_000, 122.5]],
+            "growth_kb_per_command": {"first_half": 0.31, "second_half": 0.02},
+            "verdict": "plateaus",
+        }
+    )
+    assert memory[2:4] == ["| 0 | 121.0 |", "| 10,000 | 122.5 |"]
+    assert memory[-1].endswith("first half 0.31 KB, second half 0.02 KB → **plateaus**.")
