@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
+import json
 import os
 import statistics
 import sys
@@ -51,7 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.ack_report import Results, percentile, print_latencies, print_ratios
+from bench.ack_report import TARGETS, Results, percentile, print_latencies, print_ratios
 from bench.ack_stack import RECIPE, SIGNING_SECRET, FullBot, build_recipe_assets, serve_bare, start_bare
 from bench.verdict import load
 
@@ -185,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--standing", type=int, default=20, help="runs that stay queued throughout (>= 1)")
     parser.add_argument("--watch-interval", type=float, default=2.0, help="the watcher's tick, seconds")
     parser.add_argument("--database", choices=["sqlite", "postgres"], default="sqlite", help="serve's database")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here (bench.report reads it)")
     parser.add_argument("--serve", choices=["bare"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
@@ -255,6 +257,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"serve logged {log_lines} lines, {sum(problems.values())} warnings/errors{': ' + shown if shown else ''}")
     complete = replies == bench.expected and planned == runs_sent and not bench.stuck
     print(f"all targets met: {'yes' if met else 'no'}; every command answered and every run planned: {complete}")
+    if args.json:
+        figures = {
+            "database": args.database,
+            "rounds": args.rounds,
+            "burst": args.burst,
+            "run_burst": args.run_burst,
+            "targets": {str(q): t for q, t in TARGETS.items()},
+            "ratios": {k: {str(q): [round(r, 3) for r in results.ratios[k, q]] for q in TARGETS} for k in KINDS},
+            "over_3s": {k: results.over_deadline(k) for k in KINDS},
+            "replies": replies,
+            "expected": bench.expected,
+            "planned": planned,
+            "runs_sent": runs_sent,
+            "load": {"before": load_before, "after": load()},
+        }
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0 if met and complete else 1
 
 

@@ -17,6 +17,7 @@ less than 0.2 KB per command (2 MB per 10,000), `grows` when it grew 1 KB per co
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=500)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--database", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here (bench.report reads it)")
     args = parser.parse_args(argv)
     os.environ["POLYAXON_NO_CONFIG"] = "true"
     from bot.local.slack import SlackSender, SlackStandIn
@@ -65,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(3)  # both idle: imports done, first watcher ticks over
             assert bot.process is not None
             pid = bot.process.pid
-            print(f"idle RSS: finetune-bot serve {rss_mb(pid):.1f} MB, bare Bolt {rss_mb(bare.pid):.1f} MB")
+            idle = {"serve": rss_mb(pid), "bare": rss_mb(bare.pid)}
+            print(f"idle RSS: finetune-bot serve {idle['serve']:.1f} MB, bare Bolt {idle['bare']:.1f} MB")
             sender = SlackSender(bot.url, SIGNING_SECRET, standin=standin)
 
             def one(_: int) -> None:
@@ -106,6 +109,16 @@ def main(argv: list[str] | None = None) -> int:
         f"growth: first half {first:.2f} KB/command, second half {second:.2f} KB/command -> {verdict}; "
         f"load average after: {load()}"
     )
+    if args.json:
+        figures = {
+            "database": args.database,
+            "commands": args.commands,
+            "idle_mb": {k: round(v, 1) for k, v in idle.items()},
+            "curve": [[n, round(mb, 1)] for n, mb in curve],
+            "growth_kb_per_command": {"first_half": round(first, 3), "second_half": round(second, 3)},
+            "verdict": verdict,
+        }
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0 if verdict == "plateaus" else 1
 
 

@@ -33,6 +33,9 @@ echo "== manifests check"
 echo "== mypy"
 .venv/bin/mypy
 echo "== pytest"
-# The local Polyaxon server and the Slack stand-in are started by session fixtures inside pytest.
-# The slowest 25 are printed so the suite's time can be watched.
-.venv/bin/pytest -m "not slow and not gpu" --durations=25 "$@"
+# The local Polyaxon server and the Slack stand-in are started by session fixtures inside pytest (one stack per
+# worker). The end-to-end tests mostly wait (on Polyaxon, the agent, the trainer's start, the watcher's tick), so two
+# workers overlap those waits (4 workers timed tests out on 2 cores); a module stays on one worker (its fixtures
+# start once).
+# PYTEST_WORKERS=0 runs in one process. The slowest 25 are printed so the suite's time can be watched.
+.venv/bin/pytest -m "not slow and not gpu" -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"

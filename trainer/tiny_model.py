@@ -10,6 +10,8 @@ trainer then loads the folder by path, exactly as it would load a hub model. Sam
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -102,8 +104,15 @@ def build_tiny_model(out_dir: Path) -> Path:
         tokenizer.convert_tokens_to_ids(EOS_TOKEN),
     )
     out_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer.save_pretrained(out_dir)
-    model.save_pretrained(out_dir)
+    # Written beside it and moved in with config.json last: whoever sees config.json sees a whole model, even
+    # while another process (a parallel test worker) builds the same bytes into the same folder.
+    with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}-", dir=out_dir.parent) as tmp:
+        staging = Path(tmp)
+        tokenizer.save_pretrained(staging)
+        model.save_pretrained(staging)
+        files = sorted(staging.iterdir(), key=lambda f: f.name == "config.json")
+        for file in files:
+            os.replace(file, out_dir / file.name)
     return out_dir
 
 

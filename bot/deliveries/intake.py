@@ -55,6 +55,7 @@ class DeliveryIntake:
         self.max_batch = max_batch
         self._queue: queue.SimpleQueue[_Admit | _Finish | None] = queue.SimpleQueue()
         self._conn: Connection | None = None
+        self._insert: sa.Insert | None = None
         self._closed = False
         self._thread = threading.Thread(target=self._write_loop, name="delivery-intake", daemon=True)
         self._thread.start()
@@ -138,8 +139,8 @@ class DeliveryIntake:
             try:
                 with conn.begin():
                     inserted = self._insert_rows(conn, [item.row for item in admits]) if admits else set()
-                    for finish in finishes:  # after the inserts: a delivery admitted and done in one batch
-                        self._finish_row(conn, finish)
+                    if finishes:  # after the inserts: a delivery admitted and done in one batch
+                        self._finish_rows(conn, finishes)
                     return inserted
             except DBAPIError as exc:
                 if not exc.connection_invalidated or attempt == 2:
@@ -149,21 +150,29 @@ class DeliveryIntake:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _insert_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> set[str]:
-        table = Delivery.__table__  # type: ignore[attr-defined]
         unique: dict[str, dict[str, Any]] = {}
         for row in rows:
             unique.setdefault(str(row["key"]), row)
-        insert = postgresql.insert(table) if conn.dialect.name == "postgresql" else sqlite.insert(table)
-        stmt = insert.values(list(unique.values())).on_conflict_do_nothing(index_elements=["key"])
-        return {str(key) for key in conn.execute(stmt.returning(table.c.key)).scalars()}
+        # An executemany of one cached statement: SQLAlchemy's "insertmanyvalues" sends it as multi-row INSERTs
+        # with RETURNING. Building the VALUES list into the statement instead recompiled it per batch: ~2 ms of
+        # CPU per 10 rows, under the interpreter lock that every waiting ack needs (90 % of a batch's time).
+        return {str(key) for key in conn.execute(self._insert_statement(conn), list(unique.values())).scalars()}
 
-    def _finish_row(self, conn: Connection, finish: _Finish) -> None:
+    def _insert_statement(self, conn: Connection) -> sa.Insert:
+        if self._insert is None:
+            table = Delivery.__table__  # type: ignore[attr-defined]
+            insert = postgresql.insert(table) if conn.dialect.name == "postgresql" else sqlite.insert(table)
+            self._insert = insert.on_conflict_do_nothing(index_elements=["key"]).returning(table.c.key)
+        return self._insert
+
+    def _finish_rows(self, conn: Connection, finishes: Sequence[_Finish]) -> None:
         table = Delivery.__table__  # type: ignore[attr-defined]
-        conn.execute(
+        stmt = (
             sa.update(table)
-            .where(table.c.key == finish.key, table.c.state == "received")
-            .values(state="done", finished_at=finish.now, payload=None)
+            .where(table.c.key == sa.bindparam("finished_key"), table.c.state == "received")
+            .values(state="done", finished_at=sa.bindparam("finished_now"), payload=None)
         )
+        conn.execute(stmt, [{"finished_key": f.key, "finished_now": f.now} for f in finishes])
 
     def _connection(self) -> Connection:
         # Its own connection for the life of the process: no pool checkout (nor PostgreSQL's pre-ping round trip)
