@@ -11,30 +11,21 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 from sqlmodel import select
 
-from bot.app import Runtime, build_runtime
-from bot.local.slack import SlackSender, SlackStandIn
+from bot.local.slack import SlackStandIn
 from bot.local.slack.server import DEFAULT_CHANNEL
-from bot.settings import FinetuneSettings, PolyaxonSettings, Settings, SlackSettings
 from bot.slack.blocks import is_user_id
-from bot.web import HttpServer, build_http_server
 from handlers.commands import NOT_A_USER
 from storage import repos
-from storage.db import make_engine
-from storage.migrate import upgrade
 from storage.models import Approval, ApprovalRequest, AuditEntry, Delivery, Run
 from tests.fixtures.slack import block_texts, wait_for
-from tests.fixtures.tripwire import PolyaxonTripwire
+from tests.fixtures.tripwire import TripwireBot, tripwire_bot
 
-REPO = Path(__file__).resolve().parents[2]
 SIGNING_SECRET = "markup-signing-secret-" + "0" * 12
 CHANNEL = DEFAULT_CHANNEL
 ALICE = "U0ALICE01"  # requester of the run and of its registration request
@@ -44,45 +35,14 @@ FORGED_USER = "U0DAVE><!here"
 MENTION = re.compile(r"<@([^>]*)>")
 
 
-@dataclass
-class MarkupBot:
-    runtime: Runtime
-    http: HttpServer
-    standin: SlackStandIn
-    sender: SlackSender
-
-
 @pytest.fixture(scope="module")
-def markup_bot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MarkupBot]:
+def markup_bot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TripwireBot]:
     """The bot as `serve` builds it (scheduler not started), on the stand-in; Polyaxon is a tripwire (unused)."""
-    folder = tmp_path_factory.mktemp("markup")
-    standin = SlackStandIn().start()
-    polyaxon = PolyaxonTripwire().start()
-    url = f"sqlite:///{folder / 'bot.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    engine.dispose()
-    settings = Settings(
-        slack=SlackSettings(
-            bot_token=SecretStr(standin.bot_token),
-            signing_secret=SecretStr(SIGNING_SECRET),
-            api_base_url=standin.base_url,
-        ),
-        polyaxon=PolyaxonSettings(host=polyaxon.host, project="finetune", timeout_s=2.0),
-        finetune=FinetuneSettings(database_url=url, catalog_dir=REPO / "manifests", approvers=[BOB]),
-    )  # fmt: skip
-    runtime = build_runtime(settings)
-    http = build_http_server(settings, runtime.services, "127.0.0.1", 0, app=runtime.app).start()
-    try:
-        yield MarkupBot(runtime, http, standin, SlackSender(http.url, SIGNING_SECRET, standin=standin))
-    finally:
-        http.stop()
-        runtime.stop()
-        standin.stop()
-        polyaxon.stop()
+    with tripwire_bot(tmp_path_factory.mktemp("markup"), SIGNING_SECRET, approvers=[BOB]) as bot:
+        yield bot
 
 
-def registration_request(bot: MarkupBot) -> tuple[Run, str]:
+def registration_request(bot: TripwireBot) -> tuple[Run, str]:
     """A succeeded run with its card, and an open registration request posted in its thread: (run, request ts)."""
     services = bot.runtime.services
     assert services.runs is not None
@@ -135,7 +95,7 @@ def assert_no_markup_from_values(texts: list[str]) -> None:
             assert is_user_id(found), text
 
 
-def handled(bot: MarkupBot, kind: str, before: int) -> None:
+def handled(bot: TripwireBot, kind: str, before: int) -> None:
     """Wait until every delivery of `kind` after the first `before` is done (its work finished)."""
 
     def done() -> bool:
@@ -146,7 +106,7 @@ def handled(bot: MarkupBot, kind: str, before: int) -> None:
     wait_for(done, timeout=30)
 
 
-def count(bot: MarkupBot, table: Any, **where: Any) -> int:
+def count(bot: TripwireBot, table: Any, **where: Any) -> int:
     with bot.runtime.services.sessions() as s:
         stmt = select(table)
         for field, value in where.items():
@@ -154,19 +114,19 @@ def count(bot: MarkupBot, table: Any, **where: Any) -> int:
         return len(s.exec(stmt).all())
 
 
-def deliveries(bot: MarkupBot, kind: str) -> int:
+def deliveries(bot: TripwireBot, kind: str) -> int:
     return count(bot, Delivery, kind=kind)
 
 
 POSTS = ("chat.postMessage", "chat.update", "chat.postEphemeral", "reactions.add", "files.completeUploadExternal")
 
 
-def posts(bot: MarkupBot) -> int:
+def posts(bot: TripwireBot) -> int:
     """How many times the bot wrote to Slack (messages, edits, ephemerals, reactions, files)."""
     return sum(len(bot.standin.calls(method)) for method in POSTS)
 
 
-def test_a_reaction_named_channel_on_a_registration_request_is_told_escaped(markup_bot: MarkupBot) -> None:
+def test_a_reaction_named_channel_on_a_registration_request_is_told_escaped(markup_bot: TripwireBot) -> None:
     bot = markup_bot
     run, ts = registration_request(bot)
     calls = len(bot.standin.calls())
@@ -183,7 +143,7 @@ def test_a_reaction_named_channel_on_a_registration_request_is_told_escaped(mark
     assert count(bot, Approval, user=ERIN) == 0
 
 
-def test_a_reaction_whose_user_is_not_a_slack_id_is_ignored(markup_bot: MarkupBot) -> None:
+def test_a_reaction_whose_user_is_not_a_slack_id_is_ignored(markup_bot: TripwireBot) -> None:
     bot = markup_bot
     _, ts = registration_request(bot)
     calls, events, audits = len(bot.standin.calls()), deliveries(bot, "event"), count(bot, AuditEntry)
@@ -203,7 +163,7 @@ def test_a_reaction_whose_user_is_not_a_slack_id_is_ignored(markup_bot: MarkupBo
 @pytest.mark.parametrize(
     "text", ["logs {run}", "stop {run}", "status", "run recipe=sft-tiny"], ids=["logs", "stop", "status", "run"]
 )
-def test_a_command_whose_user_id_is_not_a_slack_id_is_refused(markup_bot: MarkupBot, text: str) -> None:
+def test_a_command_whose_user_id_is_not_a_slack_id_is_refused(markup_bot: TripwireBot, text: str) -> None:
     bot = markup_bot
     run, _ = registration_request(bot)
     calls, audits = len(bot.standin.calls()), count(bot, AuditEntry)
@@ -229,7 +189,7 @@ def test_a_command_whose_user_id_is_not_a_slack_id_is_refused(markup_bot: Markup
     ["logs {run} lines=<!here>", "status <!here>", "compare {run} <@U0EVIL|boss>", "register {run} model=a&b"],
     ids=["here-in-a-value", "here-as-the-run", "forged-mention", "ampersand"],
 )
-def test_markup_in_a_commands_arguments_is_answered_as_text(markup_bot: MarkupBot, text: str) -> None:
+def test_markup_in_a_commands_arguments_is_answered_as_text(markup_bot: TripwireBot, text: str) -> None:
     bot = markup_bot
     run, _ = registration_request(bot)
     calls, written, replies = len(bot.standin.calls()), posts(bot), len(bot.standin.response_url_posts(CHANNEL))

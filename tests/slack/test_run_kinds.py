@@ -13,31 +13,21 @@ import itertools
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 from sqlmodel import select
 
-from bot.app import Runtime, build_runtime
-from bot.local.slack import SlackSender, SlackStandIn
 from bot.local.slack.server import DEFAULT_CHANNEL
 from bot.runs.card import card_view, render_card
 from bot.runs.kinds import KINDS, RunKind, Verb, applies, kind_of, rule_for
-from bot.settings import FinetuneSettings, PolyaxonSettings, Settings, SlackSettings
 from bot.slack.blocks import parse_button_value
-from bot.web import HttpServer, build_http_server
 from storage import repos
-from storage.db import make_engine
-from storage.migrate import upgrade
 from storage.models import ApprovalRequest, Run
 from tests.fixtures.slack import wait_for
-from tests.fixtures.tripwire import PolyaxonTripwire
+from tests.fixtures.tripwire import TripwireBot, tripwire_bot
 
-REPO = Path(__file__).resolve().parents[2]
 SIGNING_SECRET = "kinds-signing-secret-" + "0" * 12
 CHANNEL = DEFAULT_CHANNEL
 ALICE = "U0ALICE01"  # requester of every seeded run
@@ -45,49 +35,17 @@ BOB = "U0BOB0001"  # approver
 EMOJI = "white_check_mark"
 
 
-@dataclass
-class KindsBot:
-    runtime: Runtime
-    http: HttpServer
-    standin: SlackStandIn
-    sender: SlackSender
-    polyaxon: PolyaxonTripwire
-
-
 @pytest.fixture(scope="module")
-def kinds_bot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindsBot]:
+def kinds_bot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TripwireBot]:
     """One bot (built as `serve` builds it, its scheduler not started) on the stand-in and the tripwire."""
-    folder = tmp_path_factory.mktemp("kinds")
-    standin = SlackStandIn().start()
-    polyaxon = PolyaxonTripwire().start()
-    url = f"sqlite:///{folder / 'bot.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    engine.dispose()
-    settings = Settings(
-        slack=SlackSettings(
-            bot_token=SecretStr(standin.bot_token),
-            signing_secret=SecretStr(SIGNING_SECRET),
-            api_base_url=standin.base_url,
-        ),
-        polyaxon=PolyaxonSettings(host=polyaxon.host, project="finetune", timeout_s=2.0),
-        finetune=FinetuneSettings(database_url=url, catalog_dir=REPO / "manifests", approvers=[BOB]),
-    )
-    runtime = build_runtime(settings)
-    http = build_http_server(settings, runtime.services, "127.0.0.1", 0, app=runtime.app).start()
-    try:
-        yield KindsBot(runtime, http, standin, SlackSender(http.url, SIGNING_SECRET, standin=standin), polyaxon)
-    finally:
-        http.stop()
-        runtime.stop()
-        standin.stop()
-        polyaxon.stop()
+    with tripwire_bot(tmp_path_factory.mktemp("kinds"), SIGNING_SECRET, approvers=[BOB]) as bot:
+        yield bot
 
 
 _worlds = itertools.count(1)
 
 
-def seed_world(bot: KindsBot, *, ended: bool) -> dict[RunKind, Run]:
+def seed_world(bot: TripwireBot, *, ended: bool) -> dict[RunKind, Run]:
     """One run of every kind, with what links them (sweep record, preflight, registration, serving check), and
     their cards and a report in each one's thread. `ended`: succeeded in Polyaxon; else not submitted yet."""
     tag = f"{next(_worlds)}{uuid.uuid4().hex[:6]}"
@@ -164,7 +122,7 @@ def seed_world(bot: KindsBot, *, ended: bool) -> dict[RunKind, Run]:
     return world
 
 
-def report_of(bot: KindsBot, run: Run) -> str:
+def report_of(bot: TripwireBot, run: Run) -> str:
     """A post about the run in its thread, as its report would be (the ts to react on)."""
     assert bot.runtime.services.runs is not None
     return bot.runtime.services.runs.thread.post_thread(run, f"report of {run.name}", purpose=f"{run.kind}_report")
@@ -180,7 +138,7 @@ def reply_text(payload: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def command(bot: KindsBot, text: str) -> str:
+def command(bot: TripwireBot, text: str) -> str:
     """Send `/finetune TEXT` as ALICE, signed; the ephemeral reply's text."""
     before = len(bot.standin.response_url_posts(CHANNEL))
     sent = bot.sender.slash_command(text, user_id=ALICE, channel_id=CHANNEL)
@@ -189,7 +147,7 @@ def command(bot: KindsBot, text: str) -> str:
     return reply_text(dict(posts[0]["payload"]))
 
 
-def react(bot: KindsBot, ts: str) -> str:
+def react(bot: TripwireBot, ts: str) -> str:
     """BOB's approval emoji on the message `ts`: the one ephemeral answer he gets (and only one)."""
     before = len(bot.standin.ephemerals(CHANNEL, BOB))
     sent = bot.sender.reaction("reaction_added", user=BOB, channel=CHANNEL, ts=ts, reaction=EMOJI)
@@ -253,7 +211,7 @@ def applied_phrases(kind: RunKind, verb: Verb, name: str) -> list[str]:
     }[verb]
 
 
-def counts(bot: KindsBot) -> dict[str, int]:
+def counts(bot: TripwireBot) -> dict[str, int]:
     """What a refused command must leave as it was: runs, approval requests, posts, uploads, Polyaxon calls."""
     with bot.runtime.services.sessions() as s:
         runs = len(s.exec(select(Run)).all())
@@ -274,7 +232,7 @@ PAIRS = [(kind, verb) for kind in RunKind for verb in Verb]
 
 
 @pytest.mark.parametrize(("kind", "verb"), PAIRS, ids=[f"{verb}-{kind}" for kind, verb in PAIRS])
-def test_every_command_on_every_kind(kinds_bot: KindsBot, kind: RunKind, verb: Verb) -> None:
+def test_every_command_on_every_kind(kinds_bot: TripwireBot, kind: RunKind, verb: Verb) -> None:
     """A pair the table refuses gets its specific answer and changes nothing; one it allows is carried out."""
     refused = not rule_for(kind, verb).applies
     world = seed_world(kinds_bot, ended=refused)

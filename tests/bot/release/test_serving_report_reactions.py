@@ -12,26 +12,17 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
 from sqlmodel import select
 
-from bot.app import Runtime, build_runtime
-from bot.local.slack import SlackSender, SlackStandIn
 from bot.local.slack.server import DEFAULT_CHANNEL
 from bot.registry.policy import CriterionResult
-from bot.settings import FinetuneSettings, PolyaxonSettings, Settings, SlackSettings
-from bot.web import build_http_server
 from storage import repos
-from storage.db import make_engine
-from storage.migrate import upgrade
 from storage.models import Approval, ApprovalRequest, AuditEntry, Run
 from tests.fixtures.slack import wait_for
-from tests.fixtures.tripwire import PolyaxonTripwire
+from tests.fixtures.tripwire import TripwireBot, tripwire_bot
 
-REPO = Path(__file__).resolve().parents[3]
 SIGNING_SECRET = "serving-report-signing-secret-0123"
 CHANNEL = DEFAULT_CHANNEL
 ALICE = "U0ALICE01"  # asked for the promotion
@@ -40,42 +31,11 @@ CAROL = "U0CAROL01"  # approver
 EMOJI = "white_check_mark"
 
 
-@dataclass
-class Bot:
-    runtime: Runtime
-    standin: SlackStandIn
-    sender: SlackSender
-    polyaxon: PolyaxonTripwire
-
-
 @pytest.fixture(scope="module")
-def bot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bot]:
+def bot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TripwireBot]:
     """The bot over HTTP on the stand-in, Polyaxon a tripwire (nothing here may reach it)."""
-    folder = tmp_path_factory.mktemp("serving-report")
-    standin = SlackStandIn().start()
-    polyaxon = PolyaxonTripwire().start()
-    url = f"sqlite:///{folder / 'bot.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    engine.dispose()
-    settings = Settings(
-        slack=SlackSettings(
-            bot_token=SecretStr(standin.bot_token),
-            signing_secret=SecretStr(SIGNING_SECRET),
-            api_base_url=standin.base_url,
-        ),
-        polyaxon=PolyaxonSettings(host=polyaxon.host, project="finetune", timeout_s=2.0),
-        finetune=FinetuneSettings(database_url=url, catalog_dir=REPO / "manifests", approvers=[BOB, CAROL]),
-    )
-    runtime = build_runtime(settings)
-    http = build_http_server(settings, runtime.services, "127.0.0.1", 0, app=runtime.app).start()
-    try:
-        yield Bot(runtime, standin, SlackSender(http.url, SIGNING_SECRET, standin=standin), polyaxon)
-    finally:
-        http.stop()
-        runtime.stop()
-        standin.stop()
-        polyaxon.stop()
+    with tripwire_bot(tmp_path_factory.mktemp("serving-report"), SIGNING_SECRET, approvers=[BOB, CAROL]) as bot:
+        yield bot
 
 
 @dataclass
@@ -86,7 +46,7 @@ class Checked:
     check_id: int
 
 
-def serving_check_reported(bot: Bot) -> Checked:
+def serving_check_reported(bot: TripwireBot) -> Checked:
     """A version registered from a succeeded run, its serving check passed, the report posted by the real
     `ServingChecks.tell` in the version's thread."""
     services = bot.runtime.services
@@ -133,7 +93,7 @@ def serving_check_reported(bot: Bot) -> Checked:
     return Checked(version_run, posted.ts, model, check_id)
 
 
-def promotion_requested(bot: Bot, checked: Checked) -> ApprovalRequest:
+def promotion_requested(bot: TripwireBot, checked: Checked) -> ApprovalRequest:
     """The promotion request that follows a passed check in the version's thread, as `PromotionRequests.post`
     records it (posting it for real needs Polyaxon's model registry)."""
     services = bot.runtime.services
@@ -155,16 +115,16 @@ def promotion_requested(bot: Bot, checked: Checked) -> ApprovalRequest:
         return request
 
 
-def thread_posts(bot: Bot, run: Run) -> list[str]:
+def thread_posts(bot: TripwireBot, run: Run) -> list[str]:
     return [str(m.get("text")) for m in bot.standin.replies(CHANNEL, run.thread_ts or "")]
 
 
-def audits(bot: Bot) -> int:
+def audits(bot: TripwireBot) -> int:
     with bot.runtime.services.sessions() as s:
         return len(s.exec(select(AuditEntry)).all())
 
 
-def react(bot: Bot, user: str, ts: str, reaction: str = EMOJI) -> None:
+def react(bot: TripwireBot, user: str, ts: str, reaction: str = EMOJI) -> None:
     """A signed reaction_added on `ts`; returns once the bot has judged it (its audit entry is written)."""
     before = audits(bot)
     sent = bot.sender.reaction("reaction_added", user=user, channel=CHANNEL, ts=ts, reaction=reaction)
@@ -173,7 +133,7 @@ def react(bot: Bot, user: str, ts: str, reaction: str = EMOJI) -> None:
     time.sleep(0.3)  # a post after the audit would come by now
 
 
-def test_a_check_on_the_report_is_answered_once_in_the_thread_with_where_approvals_count(bot: Bot) -> None:
+def test_a_check_on_the_report_is_answered_once_in_the_thread_with_where_approvals_count(bot: TripwireBot) -> None:
     checked = serving_check_reported(bot)
     request = promotion_requested(bot, checked)
     run = checked.version_run
@@ -205,7 +165,7 @@ def test_a_check_on_the_report_is_answered_once_in_the_thread_with_where_approva
     assert bot.polyaxon.hits == []
 
 
-def test_before_a_request_is_open_the_reactor_alone_hears_how_a_promotion_is_approved(bot: Bot) -> None:
+def test_before_a_request_is_open_the_reactor_alone_hears_how_a_promotion_is_approved(bot: TripwireBot) -> None:
     """A failed check (or one whose request is not posted yet) has no request to point at: the kinds table's
     answer, to the person who reacted only, and nothing in the thread."""
     checked = serving_check_reported(bot)
