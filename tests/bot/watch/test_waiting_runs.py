@@ -20,17 +20,16 @@ from pydantic import SecretStr
 from bot.catalog import Catalog
 from bot.local.polyaxon import LocalPolyaxonStack
 from bot.local.slack import SlackStandIn
-from bot.local.slack.server import DEFAULT_CHANNEL
 from bot.metrics import BotMetrics
 from bot.polyaxon import PolyaxonGateway
 from bot.runs import RunService
 from bot.settings import FinetuneSettings, PolyaxonSettings, Settings, SlackSettings
 from bot.slack.client import build_web_client
 from bot.watch import Watcher
-from storage import repos
 from storage.db import SessionFactory, make_engine
 from storage.migrate import upgrade
 from tests.fixtures import polyaxon as plx
+from tests.fixtures.runs import create_run
 
 pytestmark = pytest.mark.polyaxon
 
@@ -96,17 +95,9 @@ def tick_requests(stack: LocalPolyaxonStack, standin: SlackStandIn, tmp: Path, c
     sessions = SessionFactory(engine)
     with sessions() as s:
         for i, uuid in enumerate(uuids):
-            repos.create_run(
+            create_run(
                 s,
-                name=f"waiting-{count}-{i}",
-                recipe_name="sft-tiny",
-                recipe_hash="h",
-                component="trl-sft",
-                params={},
-                presets=[],
-                pins={},
-                requester="U0ALICE01",
-                channel=DEFAULT_CHANNEL,
+                f"waiting-{count}-{i}",
                 status="queued",
                 polyaxon_uuid=uuid,
             )

@@ -28,6 +28,7 @@ from bot.watch import Watcher
 from bot.watch.changes import next_cursor
 from storage import repos
 from storage.db import SessionFactory
+from tests.fixtures.runs import create_run
 
 REPO = Path(__file__).resolve().parents[3]
 DONE = {"succeeded", "failed", "stopped"}
@@ -128,17 +129,9 @@ def make_watcher(
         uuid = f"uuid{i:04d}"
         gateway.put(uuid, status="running", ago_s=runs - i)  # submitted over the last minutes
         with sessions() as s:
-            run = repos.create_run(
+            run = create_run(
                 s,
-                name=f"run-{i}",
-                recipe_name="sft-tiny",
-                recipe_hash="h",
-                component="trl-sft",
-                params={},
-                presets=[],
-                pins={},
-                requester="U0ALICE01",
-                channel=DEFAULT_CHANNEL,
+                f"run-{i}",
                 status="running",
                 polyaxon_uuid=uuid,
                 created_at=clock.now,
@@ -190,17 +183,9 @@ def test_a_waiting_run_listed_again_costs_nothing_unless_its_conditions_went_unr
     watcher = make_watcher(sessions, standin, gateway, clock, 1)
     gateway.put("wait0000", status="queued")  # the newest change: every list from the cursor shows it again
     with sessions() as s:
-        repos.create_run(
+        create_run(
             s,
-            name="waiting-0",
-            recipe_name="sft-tiny",
-            recipe_hash="h",
-            component="trl-sft",
-            params={},
-            presets=[],
-            pins={},
-            requester="U0ALICE01",
-            channel=DEFAULT_CHANNEL,
+            "waiting-0",
             status="queued",
             polyaxon_uuid="wait0000",
         )
