@@ -11,6 +11,7 @@ before; a burst costs one COMMIT per batch instead of one per delivery.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -20,12 +21,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import PoolProxiedConnection
 
-from storage.models import Delivery
+from bot.deliveries.rawsql import DeliverySql
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,8 @@ class DeliveryIntake:
         self.engine = engine
         self.max_batch = max_batch
         self._queue: queue.SimpleQueue[_Admit | _Finish | None] = queue.SimpleQueue()
-        self._conn: Connection | None = None
-        self._insert: sa.Insert | None = None
+        self._raw: PoolProxiedConnection | None = None
+        self._sql = DeliverySql(engine.dialect)
         self._closed = False
         self._thread = threading.Thread(target=self._write_loop, name="delivery-intake", daemon=True)
         self._thread.start()
@@ -110,16 +110,16 @@ class DeliveryIntake:
             self._commit(batch)
             if stop:
                 break
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        if self._raw is not None:
+            self._raw.close()
+            self._raw = None
 
     def _commit(self, batch: list[_Admit | _Finish]) -> None:
         admits = [item for item in batch if isinstance(item, _Admit)]
         finishes = [item for item in batch if isinstance(item, _Finish)]
         try:
             inserted = self._write(admits, finishes)
-        except SQLAlchemyError as exc:
+        except Exception as exc:  # the writer serves every ack: one bad batch fails its admits, never the writer
             log.error("delivery intake: a batch of %d admits failed: %s", len(admits), exc)
             for admit in admits:
                 admit.done.set_exception(exc)
@@ -135,48 +135,37 @@ class DeliveryIntake:
     def _write(self, admits: Sequence[_Admit], finishes: Sequence[_Finish]) -> set[str]:
         """Insert and finish in one transaction; the keys that were new. One reconnect if the connection died."""
         for attempt in (1, 2):
-            conn = self._connection()
+            raw = self._connection()
+            cursor = raw.cursor()
             try:
-                with conn.begin():
-                    inserted = self._insert_rows(conn, [item.row for item in admits]) if admits else set()
-                    if finishes:  # after the inserts: a delivery admitted and done in one batch
-                        self._finish_rows(conn, finishes)
-                    return inserted
-            except DBAPIError as exc:
-                if not exc.connection_invalidated or attempt == 2:
-                    raise
+                inserted = self._sql.insert(cursor, [item.row for item in admits]) if admits else set()
+                if finishes:  # after the inserts: a delivery admitted and done in one batch
+                    self._sql.finish(cursor, [(item.key, item.now) for item in finishes])
+                raw.commit()
+                return inserted
+            except Exception as exc:
+                with contextlib.suppress(Exception):
+                    raw.rollback()
+                if not isinstance(exc, self._sql.dbapi_error):
+                    raise  # a value the type processors refused (a naive timestamp): this batch only
+                disconnected = self._sql.is_disconnect(exc, raw, cursor)
+                if disconnected:
+                    raw.invalidate()
+                    self._raw = None
+                if not disconnected or attempt == 2:
+                    # SQLAlchemy's error type for the driver's, as a session would raise it.
+                    raise DBAPIError.instance(
+                        None, None, exc, self._sql.dbapi_error, connection_invalidated=disconnected
+                    ) from exc
                 log.warning("delivery intake: the database connection dropped; reconnecting once")
-                self._conn = None
+            finally:
+                with contextlib.suppress(Exception):
+                    cursor.close()
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _insert_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> set[str]:
-        unique: dict[str, dict[str, Any]] = {}
-        for row in rows:
-            unique.setdefault(str(row["key"]), row)
-        # An executemany of one cached statement: SQLAlchemy's "insertmanyvalues" sends it as multi-row INSERTs
-        # with RETURNING. Building the VALUES list into the statement instead recompiled it per batch: ~2 ms of
-        # CPU per 10 rows, under the interpreter lock that every waiting ack needs (90 % of a batch's time).
-        return {str(key) for key in conn.execute(self._insert_statement(conn), list(unique.values())).scalars()}
-
-    def _insert_statement(self, conn: Connection) -> sa.Insert:
-        if self._insert is None:
-            table = Delivery.__table__  # type: ignore[attr-defined]
-            insert = postgresql.insert(table) if conn.dialect.name == "postgresql" else sqlite.insert(table)
-            self._insert = insert.on_conflict_do_nothing(index_elements=["key"]).returning(table.c.key)
-        return self._insert
-
-    def _finish_rows(self, conn: Connection, finishes: Sequence[_Finish]) -> None:
-        table = Delivery.__table__  # type: ignore[attr-defined]
-        stmt = (
-            sa.update(table)
-            .where(table.c.key == sa.bindparam("finished_key"), table.c.state == "received")
-            .values(state="done", finished_at=sa.bindparam("finished_now"), payload=None)
-        )
-        conn.execute(stmt, [{"finished_key": f.key, "finished_now": f.now} for f in finishes])
-
-    def _connection(self) -> Connection:
+    def _connection(self) -> PoolProxiedConnection:
         # Its own connection for the life of the process: no pool checkout (nor PostgreSQL's pre-ping round trip)
-        # per batch. A dropped one is invalidated by SQLAlchemy and replaced on the next batch.
-        if self._conn is None or self._conn.invalidated or self._conn.closed:
-            self._conn = self.engine.connect()
-        return self._conn
+        # per batch. A dropped one is invalidated and replaced on the next batch.
+        if self._raw is None:
+            self._raw = self.engine.raw_connection()
+        return self._raw

@@ -40,6 +40,8 @@ def test_an_admit_is_committed_before_it_returns(engine: Engine) -> None:
         assert intake.admit(row("k1")) is True
         found = stored(engine)
         assert found["k1"].state == "received" and found["k1"].payload == {"text": "k1"}
+        # Written on the driver's cursor, read back through the ORM: the same types a session would store.
+        assert found["k1"].received_at == NOW and found["k1"].attempts == 1 and found["k1"].holder == "host:1:a"
         assert intake.admit(row("k1")) is False  # Slack's retry of it
     finally:
         intake.close()
@@ -90,3 +92,18 @@ def test_a_failing_batch_fails_its_admits_and_the_writer_goes_on(engine: Engine)
     finally:
         intake.close()
     assert set(stored(engine)) == {"y"}
+
+
+def test_a_value_the_column_types_refuse_fails_its_batch_only(engine: Engine) -> None:
+    intake = DeliveryIntake(engine)
+    try:
+        naive = row("n")
+        naive["received_at"] = NOW.replace(tzinfo=None)  # storage takes aware UTC only
+        with pytest.raises(ValueError, match="naive"):
+            intake.admit(naive)
+        assert intake.admit(row("m")) is True
+        intake.finish("m", NOW)
+    finally:
+        intake.close()
+    found = stored(engine)
+    assert set(found) == {"m"} and found["m"].finished_at == NOW and found["m"].state == "done"
