@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import secrets
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -43,7 +42,7 @@ def _utcnow() -> datetime:
 
 
 def build_app(settings: Settings, services: Services) -> App:
-    """The Bolt app: retrying WebClient, a listener pool sized so slow work never delays acks, all listeners."""
+    """The Bolt app: retrying WebClient, listeners that ack in the request thread and defer their work."""
     settings.require_slack()
     signing_secret = (
         settings.slack.signing_secret.get_secret_value()
@@ -57,11 +56,10 @@ def build_app(settings: Settings, services: Services) -> App:
         signing_secret=signing_secret,
         token_verification_enabled=True,
         request_verification_enabled=True,
-        process_before_response=False,
-        # Bolt's default pool of 5 lets slow work hold up the acks queued behind it.
-        listener_executor=ThreadPoolExecutor(
-            max_workers=settings.finetune.listener_threads, thread_name_prefix="slack-listener"
-        ),
+        # Every listener only acks and hands its work to `services.work`: run it in the request thread. Bolt's
+        # other mode runs it on a listener pool while the request thread polls for the ack every 10 ms, which
+        # under a burst cost a thread hop and a wake-up per delivery for nothing.
+        process_before_response=True,
         logger=logging.getLogger("finetune_bot.bolt"),
     )
 
@@ -236,6 +234,7 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
         services.runs.deps.on_lost.append(services.registry.states.void_lost)
         services.digests.usage = services.usage
         services.digests.items = services.runs.deps.items  # one isolation of background items per process
+        services.runs.deps.items.pause = services.acks.between_items
         services.release = ReleaseService(services.registry)
         services.outputs = OutputsService(services.runs.deps, services.runs.thread)
         services.preflights = PreflightService(services.runs.deps, services.runs.thread, services.runs.submitter)
@@ -262,6 +261,6 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
             still_leader=lease.still_held,
             usage=services.usage,
         )
-        watcher_jobs.register(scheduler, watcher, interval_s=interval, lease=lease)
+        watcher_jobs.register(scheduler, watcher, interval_s=interval, lease=lease, first=services.acks.yield_to_acks)
     app = build_app(settings, services)
     return Runtime(settings, engine, services, app, scheduler, watcher, lease)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,11 +35,24 @@ def build_scheduler(settings: Settings, engine: Engine) -> BackgroundScheduler:
     )
 
 
-def add_interval_job(scheduler: BaseScheduler, func: Callable[..., Any], *, name: str, interval_s: float) -> None:
+def add_interval_job(
+    scheduler: BaseScheduler,
+    func: Callable[[], Any],
+    *,
+    name: str,
+    interval_s: float,
+    first: Callable[[], None] | None = None,
+) -> None:
     """A job every `interval_s` in the volatile store (rebuilt at every start): never two at once, a late run
-    coalesced, and given up when more than three intervals late (the next one comes soon)."""
+    coalesced, and given up when more than three intervals late (the next one comes soon).
+
+    `first` runs before each run of the job: serve passes `AckGate.yield_to_acks`, so a tick that falls in a
+    burst of deliveries waits (a fraction of a second at most) until their acks are out instead of taking the
+    interpreter lock from them.
+    """
+    job = func if first is None else functools.partial(_after, first, func)
     scheduler.add_job(
-        func,
+        job,
         "interval",
         seconds=interval_s,
         id=name,
@@ -49,6 +63,11 @@ def add_interval_job(scheduler: BaseScheduler, func: Callable[..., Any], *, name
         max_instances=1,
         misfire_grace_time=max(1, int(interval_s * 3)),
     )
+
+
+def _after(first: Callable[[], None], func: Callable[[], Any]) -> Any:
+    first()
+    return func()
 
 
 def latest_fire_time(trigger: CronTrigger, now: datetime, lookback: timedelta = timedelta(days=8)) -> datetime | None:

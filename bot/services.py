@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
 
 # Work waits at most this long for pending acks, so a steady stream of deliveries cannot starve it.
 MAX_YIELD_S = 0.25
+# A background pass waits at most this long per item for pending acks: a pass meeting a steady stream of
+# deliveries slows down, it never stops.
+ITEM_YIELD_S = 0.05
 # A burst is over when no delivery has been pending for this long (arrivals have gaps of a few ms).
 SETTLE_S = 0.02
 # Work after an ack mostly waits on Slack, Polyaxon or the database: threads, not cores.
@@ -81,9 +85,10 @@ class AckGate:
         with self._idle:
             return self._pending
 
-    def yield_to_acks(self) -> None:
-        """Wait until no delivery has been waiting for its ack for `settle_s` (at most `max_yield_s` in all)."""
-        deadline = time.monotonic() + self.max_yield_s
+    def yield_to_acks(self, until: float | None = None) -> None:
+        """Wait until no delivery has been waiting for its ack for `settle_s`, at most until `until`
+        (`time.monotonic()`; default `max_yield_s` from now)."""
+        deadline = until if until is not None else time.monotonic() + self.max_yield_s
         with self._idle:
             while True:
                 now = time.monotonic()
@@ -97,6 +102,10 @@ class AckGate:
                 else:
                     self._idle.wait(timeout=deadline - now)
 
+    def between_items(self) -> None:
+        """A background pass's yield before each item: as `yield_to_acks`, for at most ITEM_YIELD_S."""
+        self.yield_to_acks(until=time.monotonic() + ITEM_YIELD_S)
+
 
 ErrorReporter = Callable[[Exception, dict[str, Any]], None]
 
@@ -104,8 +113,11 @@ ErrorReporter = Callable[[Exception, dict[str, Any]], None]
 class DeferredWork:
     """Runs what a listener does after `ack()`, on a pool of its own, once pending acks have gone out.
 
-    Bolt's listener threads then only ack, so slow work (Slack, Polyaxon, the database) never holds
-    a thread an ack needs. `build_app` sets `on_error` to the app's one error handler.
+    Bolt's listener then only acks, so slow work (Slack, Polyaxon, the database) never holds up an ack.
+    One gatekeeper thread waits on the `AckGate` and hands work to the pool once the acks are out (or the
+    work has waited `max_yield_s`): when every pool thread waited on the gate itself, each ack that emptied
+    it woke them all, and that herd cost more interpreter time per delivery than the ack itself.
+    `build_app` sets `on_error` to the app's one error handler.
     """
 
     def __init__(self, gate: AckGate, threads: int = WORK_THREADS, on_error: ErrorReporter | None = None) -> None:
@@ -115,18 +127,32 @@ class DeferredWork:
         self.on_done: Callable[[dict[str, Any]], None] | None = None
         # Threads start lazily, on the first submit: constructing this has no side effects.
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="slack-work")
+        self._waiting: queue.SimpleQueue[_Deferred | None] = queue.SimpleQueue()
+        self._gatekeeper: threading.Thread | None = None
         self._lock = threading.Lock()
         self._in_flight: set[Future[None]] = set()
         self._changed_at = time.monotonic()
 
     def submit(self, body: dict[str, Any], work: Callable[[], None]) -> Future[None]:
         """Run `work()` soon; an exception goes to `on_error` with the delivery's body."""
-        future = self._pool.submit(self._run, body, work)
+        future: Future[None] = Future()
         with self._lock:
             self._in_flight.add(future)
             self._changed_at = time.monotonic()
+            if self._gatekeeper is None:
+                self._gatekeeper = threading.Thread(target=self._admit_loop, name="slack-work-gate", daemon=True)
+                self._gatekeeper.start()
         future.add_done_callback(self._done)
+        self._waiting.put(_Deferred(body, work, future, time.monotonic() + self.gate.max_yield_s))
         return future
+
+    def _admit_loop(self) -> None:
+        while (item := self._waiting.get()) is not None:
+            self.gate.yield_to_acks(until=item.deadline)
+            try:
+                self._pool.submit(self._run, item)
+            except RuntimeError:  # the pool was shut down without waiting: the work is dropped with it
+                item.future.cancel()
 
     def _done(self, future: Future[None]) -> None:
         with self._lock:
@@ -145,17 +171,23 @@ class DeferredWork:
         with self._lock:
             return self._changed_at
 
-    def _run(self, body: dict[str, Any], work: Callable[[], None]) -> None:
-        self.gate.yield_to_acks()
+    def _run(self, item: _Deferred) -> None:
+        if not item.future.set_running_or_notify_cancel():
+            return
         try:
-            work()
-        except Exception as exc:
-            if self.on_error is None:
-                raise
-            self.on_error(exc, body)
-        finally:
-            if self.on_done is not None:
-                self.on_done(body)
+            try:
+                item.work()
+            except Exception as exc:
+                if self.on_error is None:
+                    raise
+                self.on_error(exc, item.body)
+            finally:
+                if self.on_done is not None:
+                    self.on_done(item.body)
+        except BaseException as exc:  # the future always ends: `in_flight` (and the shell's drain) count on it
+            item.future.set_exception(exc)
+        else:
+            item.future.set_result(None)
 
     def nothing_more(self, body: dict[str, Any]) -> None:
         """A delivery answered in its ack (a refused form submission): done now, with no work to follow."""
@@ -164,7 +196,21 @@ class DeferredWork:
 
     def shutdown(self, wait: bool = True) -> None:
         """Finish queued work (when `wait`) and stop the threads."""
+        with self._lock:
+            gatekeeper = self._gatekeeper
+        if gatekeeper is not None:
+            self._waiting.put(None)
+            if wait:
+                gatekeeper.join()
         self._pool.shutdown(wait=wait)
+
+
+@dataclass
+class _Deferred:
+    body: dict[str, Any]
+    work: Callable[[], None]
+    future: Future[None]
+    deadline: float  # `time.monotonic()` past which it runs even while acks are pending
 
 
 @dataclass

@@ -173,7 +173,6 @@ class FinetuneSettings(BaseSettings):
         description="How long the watcher lease lasts unrenewed (a dead replica's watcher moves on after it); "
         "default max(30 s, 3 × FINETUNE_WATCH_INTERVAL_S)",
     )
-    listener_threads: int = Field(default=64, ge=8, description="Bolt listener pool size")
     notify: str = Field(
         default="",
         description="Where final failures are also told: a channel ID for every recipe, or RECIPE_GLOB=CHANNEL "

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("finetune_bot.web")
 
 EVENTS_PATH = "/slack/events"
-# Request threads only wait for an ack (the work runs in Bolt's listener pool), so they are cheap;
-# enough of them that a burst of deliveries is never queued behind a small pool.
+# Request threads only ack (the work runs on the work pool afterwards) and wait for the intake's commit, so they
+# are cheap; enough of them that a burst of deliveries is never queued behind a small pool.
 HTTP_THREADS = 32
 # waitress buffers a whole body before the app sees it: past this it refuses (413) without buffering. The front
 # door's own limit (MAX_BODY_BYTES, logged and counted) is lower, so waitress's is only the backstop.

@@ -102,4 +102,6 @@ def take_over(services: Services, delivery: Delivery) -> bool:
 
 def register(scheduler: BaseScheduler, services: Services, *, interval_s: float) -> None:
     """Add the deliveries job to the volatile store (rebuilt at every start)."""
-    add_interval_job(scheduler, lambda: tick(services), name="deliveries", interval_s=interval_s)
+    add_interval_job(
+        scheduler, lambda: tick(services), name="deliveries", interval_s=interval_s, first=services.acks.yield_to_acks
+    )

@@ -14,11 +14,18 @@ if TYPE_CHECKING:
     from bot.lease import LeaseGuard
 
 
-def register(scheduler: BaseScheduler, watcher: Watcher, *, interval_s: float, lease: LeaseGuard | None = None) -> None:
+def register(
+    scheduler: BaseScheduler,
+    watcher: Watcher,
+    *,
+    interval_s: float,
+    lease: LeaseGuard | None = None,
+    first: Callable[[], None] | None = None,
+) -> None:
     """Add the watcher as a named interval job in the volatile store (rebuilt at every start).
 
     With a lease, every replica schedules the job but only the lease holder ticks; the others' ticks only
     try to take the lease, so a dead holder's watcher moves on within the lease's ttl plus one tick.
     """
     job: Callable[[], Any] = watcher.tick if lease is None else (lambda: lease.run(watcher.tick))
-    add_interval_job(scheduler, job, name="watcher", interval_s=interval_s)
+    add_interval_job(scheduler, job, name="watcher", interval_s=interval_s, first=first)

@@ -61,6 +61,9 @@ class BackgroundItems:
         # Replaced by tests (and operators' tuning) as a whole: a frozen value, read at each failure.
         self.policy = policy or RetryPolicy()
         self.secrets = list(secrets)
+        # Called before each item (serve sets `AckGate.between_items`): a pass that meets a burst of deliveries
+        # lets their acks out item by item instead of holding the interpreter lock through the whole pass.
+        self.pause: Callable[[], None] | None = None
 
     def batch(self, kind: str, keys: Sequence[str] | None = None) -> Batch:
         """The pass `kind`, with its failing items read in one query (only `keys`, when given)."""
@@ -123,6 +126,8 @@ class Batch:
         state = self.state(key)
         if state is not ItemState.DUE:
             return Tried(state=state)
+        if self.items.pause is not None:
+            self.items.pause()
         try:
             value = fn()
         except Exception as exc:
