@@ -129,6 +129,7 @@ class DeferredWork:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="slack-work")
         self._waiting: queue.SimpleQueue[_Deferred | None] = queue.SimpleQueue()
         self._gatekeeper: threading.Thread | None = None
+        self._shut = False
         self._lock = threading.Lock()
         self._in_flight: set[Future[None]] = set()
         self._changed_at = time.monotonic()
@@ -137,6 +138,8 @@ class DeferredWork:
         """Run `work()` soon; an exception goes to `on_error` with the delivery's body."""
         future: Future[None] = Future()
         with self._lock:
+            if self._shut:  # as the pool itself refuses: nothing would ever run it
+                raise RuntimeError("cannot schedule new work after shutdown")
             self._in_flight.add(future)
             self._changed_at = time.monotonic()
             if self._gatekeeper is None:
@@ -197,8 +200,9 @@ class DeferredWork:
     def shutdown(self, wait: bool = True) -> None:
         """Finish queued work (when `wait`) and stop the threads."""
         with self._lock:
-            gatekeeper = self._gatekeeper
-        if gatekeeper is not None:
+            gatekeeper, already = self._gatekeeper, self._shut
+            self._shut = True
+        if gatekeeper is not None and not already:
             self._waiting.put(None)
             if wait:
                 gatekeeper.join()

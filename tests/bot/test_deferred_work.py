@@ -87,3 +87,13 @@ def test_shutdown_finishes_the_work_still_waiting_for_the_gate() -> None:
     work.submit({}, ran.set)
     work.shutdown(wait=True)
     assert ran.is_set() and work.in_flight == 0
+
+
+def test_work_submitted_after_shutdown_is_refused_and_a_second_shutdown_is_harmless() -> None:
+    work = DeferredWork(AckGate(settle_s=0.0))
+    work.submit({}, lambda: None).result(timeout=5)
+    work.shutdown()
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        work.submit({}, lambda: None)
+    work.shutdown()
+    assert work.in_flight == 0
