@@ -13,6 +13,10 @@ MODEL_CACHE_CONNECTION = "model-cache"
 # has to pass a long command line; Polyaxon's own variables are set next to it.
 AGENT_SETTINGS_ENV = "FINETUNE_LOCAL_AGENT_SETTINGS"
 
+# What the agent's fork servers import before forking Python jobs (`steps.forked`): the libraries a trainer job
+# imports first; `module:attr` makes a lazy package import the submodule behind attr.
+DEFAULT_PRELOAD = ("torch", "transformers:Trainer", "datasets", "peft", "trl:SFTTrainer,SFTConfig,ModelConfig")
+
 
 @dataclass(frozen=True)
 class LocalConnection:
@@ -69,6 +73,11 @@ class StackLayout:
         return self.local / "server-home"
 
     @property
+    def hf_home(self) -> Path:
+        """`HF_HOME` of every job that does not set one: the stack's Hugging Face cache, shared as a node's is."""
+        return self.local / "hf-home"
+
+    @property
     def model_cache(self) -> Path:
         """Default folder behind the `model-cache` connection."""
         return self.local / "model-cache"
@@ -97,6 +106,7 @@ class AgentSettings:
     sync_interval_s: float = 3.0
     max_interval: int = 3
     extra_env: dict[str, str] = field(default_factory=dict)
+    preload: list[str] = field(default_factory=list)  # empty: no fork servers, every job starts fresh
 
     def to_json(self) -> str:
         """Serialise for the environment."""

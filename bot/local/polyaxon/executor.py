@@ -23,6 +23,7 @@ from polyaxon.exceptions import PolyaxonAgentError
 
 from bot.local.polyaxon.config import AgentSettings
 from bot.local.polyaxon.steps import process, status
+from bot.local.polyaxon.steps.forked import ForkServers
 from bot.local.polyaxon.steps.init import job_env, run_init_steps, write_shims
 from bot.local.polyaxon.steps.job import Job, JobPaths
 from bot.local.polyaxon.steps.status import StatusReporter
@@ -56,6 +57,13 @@ class LocalProcessExecutor(BaseExecutor):
         for folder in (self._layout.jobs, self._layout.homes, self._layout.context_root):
             folder.mkdir(parents=True, exist_ok=True)
         write_shims(self._layout.shims, settings.python)
+        self._forks: ForkServers | None = None
+        if settings.preload:
+            self._forks = ForkServers(settings.python, settings.preload, self._layout.homes)
+            # A job container's environment as the converter leaves it, less the run's own POLYAXON_* variables:
+            # the server for it starts now, so the stack's first Python job is forked too.
+            main = process_types.V1Container(name="main")
+            self._forks.warm(job_env(settings, main, self._layout.homes, init_step=False), settings.workdir)
 
     # BaseExecutor API -----------------------------------------------------------------------
 
@@ -138,6 +146,8 @@ class LocalProcessExecutor(BaseExecutor):
             thread.join()
         for job in jobs:
             job.done.wait(timeout=grace_s + 15)
+        if self._forks is not None:
+            self._forks.close()
 
     # Internals ------------------------------------------------------------------------------
 
@@ -193,6 +203,7 @@ class LocalProcessExecutor(BaseExecutor):
             record=paths.record,
             grace_s=self._settings.stop_grace_s,
             wait=wait,
+            forks=self._forks,
         )
 
 

@@ -21,6 +21,7 @@ from types import TracebackType
 from bot.local.polyaxon import leftovers
 from bot.local.polyaxon.config import (
     AGENT_SETTINGS_ENV,
+    DEFAULT_PRELOAD,
     AgentSettings,
     LocalConnection,
     StackLayout,
@@ -99,6 +100,7 @@ class LocalPolyaxonStack:
         startup_timeout_s: float = 120.0,
         extra_job_env: dict[str, str] | None = None,
         agent: bool = True,
+        preload: Sequence[str] = DEFAULT_PRELOAD,
     ) -> None:
         self.store = Path(store).resolve()
         self.layout = StackLayout(self.store)
@@ -110,6 +112,8 @@ class LocalPolyaxonStack:
         self.sync_interval_s = sync_interval_s
         self.startup_timeout_s = startup_timeout_s
         self.extra_job_env = dict(extra_job_env or {})
+        # Python jobs fork from an interpreter that imported these (`steps.forked`); empty: every job starts cold.
+        self.preload = list(preload)
         # Without the agent nothing executes: a submitted run stays queued (benchmarks of the bot alone).
         self.with_agent = agent
         self.agent_restarts = 0
@@ -270,6 +274,7 @@ class LocalPolyaxonStack:
             stop_grace_s=self.stop_grace_s,
             sync_interval_s=self.sync_interval_s,
             extra_env=self.extra_job_env,
+            preload=self.preload,
         )
 
     def _start_agent(self) -> None:

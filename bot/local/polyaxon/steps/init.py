@@ -73,6 +73,9 @@ def job_env(
     # captures stdout and posts statuses from inside the job. This executor is the sidecar
     # (logs, artifacts, summaries, statuses), as on Kubernetes, so the job must not race it.
     env.pop("POLYAXON_HAS_PROCESS_SIDECAR", None)
+    # Hugging Face libraries place their caches from HF_HOME, else from HOME, which is new for every run: one
+    # cache per stack (as pods share a node's) lets a fork server's libraries serve every run (`steps.forked`).
+    env.setdefault("HF_HOME", str(settings.layout.hf_home))
     env["POLYAXON_HOST"] = settings.host
     if init_step:
         # `polyaxon initializer ...` only exists when the CLI runs as the init service.

@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
-import subprocess
 import threading
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Protocol
 
 from polyaxon._local_process import process_types
 
 from bot.local.polyaxon.config import StackLayout
+
+
+class JobProcess(Protocol):
+    """What the executor uses of a job's process: a `subprocess.Popen`, or a job forked by a fork server."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
 
 
 @dataclass
@@ -22,7 +39,7 @@ class Job:
     uuid: str
     containers: list[process_types.V1Container]
     thread: threading.Thread | None = None
-    proc: subprocess.Popen[bytes] | None = None
+    proc: JobProcess | None = None
     stop_requested: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=20))

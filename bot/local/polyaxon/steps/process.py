@@ -16,7 +16,8 @@ from polyaxon.exceptions import PolyaxonAgentError
 
 from bot.local.polyaxon.procs import die_with_parent, group_alive, kill_group, start_ticks
 from bot.local.polyaxon.steps import logs
-from bot.local.polyaxon.steps.job import Job
+from bot.local.polyaxon.steps.forked import ForkServers
+from bot.local.polyaxon.steps.job import Job, JobProcess
 
 # The executor's logger: these lines keep the name they had in the agent's log.
 _log = logging.getLogger("bot.local.polyaxon.executor")
@@ -41,22 +42,28 @@ def run(
     record: Path,
     grace_s: float,
     wait: bool,
+    forks: ForkServers | None = None,
 ) -> int | None:
-    """Start `argv` in a process group of its own, recorded in `record`; its exit code when `wait`."""
-    _log.info("run %s, step %s: %s", job.uuid, container.name, argv)
-    proc = subprocess.Popen(
-        argv,
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        # One pipe for both streams keeps their lines in the order the job wrote them.
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group: stop kills the whole tree
-        # The job thread waits on this process, so the job dies with the agent, not with a thread that ended.
-        preexec_fn=die_with_parent(),
-        close_fds=True,
-    )
+    """Start `argv` in a process group of its own, recorded in `record`; its exit code when `wait`.
+
+    A Python job whose environment a fork server preloaded is forked from it (`steps.forked`), else started fresh.
+    """
+    proc: JobProcess | None = forks.start(argv, env, cwd) if forks is not None else None
+    _log.info("run %s, step %s%s: %s", job.uuid, container.name, " (forked)" if proc else "", argv)
+    if proc is None:
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            # One pipe for both streams keeps their lines in the order the job wrote them.
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: stop kills the whole tree
+            # The job thread waits on this process, so the job dies with the agent, not with a thread that ended.
+            preexec_fn=die_with_parent(),
+            close_fds=True,
+        )
     entry = {
         "pgid": proc.pid,
         "start_ticks": start_ticks(proc.pid),
@@ -66,7 +73,8 @@ def run(
     }
     record.write_text(json.dumps(entry))
     name = container.name or "main"
-    readers = [threading.Thread(target=pump, args=(job, proc.stdout, name, log_file), daemon=True)]
+    stdout: IO[bytes] | None = proc.stdout
+    readers = [threading.Thread(target=pump, args=(job, stdout, name, log_file), daemon=True)]
     for reader in readers:
         reader.start()
     job.proc = proc

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bot.local.polyaxon.steps.job import Job, JobPaths
+from bot.local.polyaxon.steps.job import Job, JobPaths, JobProcess
 
 # The executor's logger: these lines keep the name they had in the agent's log.
 _log = logging.getLogger("bot.local.polyaxon.executor")
@@ -62,9 +62,7 @@ def sync_run(job: Job, paths: JobPaths, sync_summaries: SummarySyncer, last_chec
     return started
 
 
-def wait_syncing(
-    job: Job, proc: subprocess.Popen[bytes], paths: JobPaths, sync_summaries: SummarySyncer, interval_s: float
-) -> int:
+def wait_syncing(job: Job, proc: JobProcess, paths: JobPaths, sync_summaries: SummarySyncer, interval_s: float) -> int:
     """Wait for the main process, syncing every `interval_s` while it runs; its exit code."""
     last_check: datetime | None = None
     while True:
@@ -73,7 +71,7 @@ def wait_syncing(
             break
         except subprocess.TimeoutExpired:
             last_check = sync_run(job, paths, sync_summaries, last_check)
-    return proc.returncode
+    return proc.wait()
 
 
 def final_sync(job: Job, paths: JobPaths, sync_summaries: SummarySyncer) -> None:
