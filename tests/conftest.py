@@ -16,6 +16,12 @@ from storage.migrate import upgrade
 
 POSTGRES_ENV = "FINETUNE_TEST_POSTGRES_URL"
 
+# The suite runs on 2 cores: two workers, each with its own Polyaxon stack running several training jobs at once,
+# plus the tests that train in-process. With torch's default of one OpenMP thread per core every process spins
+# threads the others need, and tiny-model steps ran 5-30x slower than alone. One thread per process, as a pod's
+# CPU limit would give it; set before anything imports torch (the stacks pass it on to their jobs).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 def postgres_url() -> str | None:
     """The PostgreSQL URL tests use; in CI its absence is an error, not a skip."""

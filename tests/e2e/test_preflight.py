@@ -19,6 +19,7 @@ from storage import repos
 from storage.models import Preflight, Run
 from tests.e2e.conftest import ALICE, BOB, CHANNEL, LiveBot, reply_text, start_live_bot
 from tests.e2e.test_lifecycle import run_name_in
+from tests.e2e.test_reports_add_up import assert_ran_and_used_agree
 from tests.fixtures.slack import wait_for
 
 pytestmark = [pytest.mark.polyaxon, pytest.mark.trainer]
@@ -121,6 +122,10 @@ def test_a_distributed_run_waits_for_its_preflight_which_passes_and_unlocks_it(l
     assert all(line["ok"] for line in row.report["lines"]), row.report
     for needle in ("Preflight passed", "Memory", "Communication", "Checkpoint recovery", "Launcher distributes"):
         assert needle in thread, thread
+    # A preflight is accounted like every run: its card's hours are its running time, and usage counts it.
+    assert_ran_and_used_agree(live_bot, name)
+    table = reply_text(live_bot.command("usage by=recipe"))
+    assert "`sft-tiny-ddp`" in table and "1 preflight" in table, table
 
     validated = reply_text(live_bot.command("run recipe=sft-tiny-ddp --dry-run"))
     assert "validated* by preflight" in validated and name in validated, validated

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ print("PROBE " + json.dumps({
     "outputs": tracking.get_outputs_path(),
     "model_cache": mount,
     "slack_token": os.environ.get("SLACK_BOT_TOKEN"),
+    "omp_threads": os.environ.get("OMP_NUM_THREADS"),
+    "hf_home": os.environ.get("HF_HOME"),
 }), flush=True)
 """
 
@@ -73,6 +76,9 @@ def test_a_job_attaches_tracking_to_its_own_run_with_a_clean_home(
     assert seen["outputs"] == str(polyaxon_stack.layout.context_root / "artifacts" / uuid / "outputs")
     assert seen["cwd"] == str(polyaxon_stack.workdir)
     assert seen["slack_token"] is None  # the agent's environment does not leak into jobs
+    # ...but what the stack's environment sets for jobs does reach them (tests/conftest.py sets the threads).
+    assert seen["omp_threads"] == os.environ["OMP_NUM_THREADS"]
+    assert seen["hf_home"] == str(polyaxon_stack.layout.hf_home)  # one Hugging Face cache per stack
 
 
 def test_model_cache_connection_is_a_host_folder(

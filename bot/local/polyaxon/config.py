@@ -13,6 +13,11 @@ MODEL_CACHE_CONNECTION = "model-cache"
 # has to pass a long command line; Polyaxon's own variables are set next to it.
 AGENT_SETTINGS_ENV = "FINETUNE_LOCAL_AGENT_SETTINGS"
 
+# Variables a job takes from the agent's environment (everything else is dropped, as a pod does not inherit its
+# node's environment); the supervisor hands the agent the same ones from its own.
+JOB_PASSTHROUGH_NAMES = frozenset({"LANG", "LC_ALL", "TZ", "TERM", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES"})
+JOB_PASSTHROUGH_PREFIXES = ("HF_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH_", "PYTORCH_", "LC_")
+
 # What the agent's fork servers import before forking Python jobs (`steps.forked`): the libraries a trainer job
 # imports first; `module:attr` makes a lazy package import the submodule behind attr.
 DEFAULT_PRELOAD = ("torch", "transformers:Trainer", "datasets", "peft", "trl:SFTTrainer,SFTConfig,ModelConfig")

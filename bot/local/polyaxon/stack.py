@@ -22,6 +22,8 @@ from bot.local.polyaxon import leftovers
 from bot.local.polyaxon.config import (
     AGENT_SETTINGS_ENV,
     DEFAULT_PRELOAD,
+    JOB_PASSTHROUGH_NAMES,
+    JOB_PASSTHROUGH_PREFIXES,
     AgentSettings,
     LocalConnection,
     StackLayout,
@@ -279,8 +281,10 @@ class LocalPolyaxonStack:
 
     def _start_agent(self) -> None:
         env = self._base_env()
-        # Variables a job may inherit (model caches, offline switches) pass through the agent.
-        env.update({k: v for k, v in os.environ.items() if k.startswith(("HF_", "TRANSFORMERS_", "TOKENIZERS_"))})
+        # Variables a job may inherit (model caches, offline switches, thread counts) pass through the agent.
+        passed = {k: v for k, v in os.environ.items() if k in JOB_PASSTHROUGH_NAMES}
+        passed.update({k: v for k, v in os.environ.items() if k.startswith(JOB_PASSTHROUGH_PREFIXES)})
+        env.update(passed)
         env["HOME"] = str(self.layout.server_home)
         env["POLYAXON_HOST"] = self.host
         env["PYTHONPATH"] = str(Path(__file__).resolve().parents[3])

@@ -8,14 +8,10 @@ from pathlib import Path
 
 from polyaxon._local_process import process_types
 
-from bot.local.polyaxon.config import AgentSettings
+from bot.local.polyaxon.config import JOB_PASSTHROUGH_NAMES, JOB_PASSTHROUGH_PREFIXES, AgentSettings
 from bot.local.polyaxon.steps import logs, status
 from bot.local.polyaxon.steps.job import Job
 
-# Job environment variables taken from the agent's own environment (everything else is dropped,
-# as a pod does not inherit its node's environment).
-_PASSTHROUGH_NAMES = {"LANG", "LC_ALL", "TZ", "TERM", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES"}
-_PASSTHROUGH_PREFIXES = ("HF_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH_", "PYTORCH_", "LC_")
 _BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -51,7 +47,7 @@ def job_env(
     env = {
         name: value
         for name, value in os.environ.items()
-        if name in _PASSTHROUGH_NAMES or name.startswith(_PASSTHROUGH_PREFIXES)
+        if name in JOB_PASSTHROUGH_NAMES or name.startswith(JOB_PASSTHROUGH_PREFIXES)
     }
     python_dir = str(Path(settings.python).parent)
     env.update(
