@@ -38,8 +38,8 @@ def job_env(tmp_path: Path, **more: str) -> dict[str, str]:
 
 
 def fork(forks: ForkServers, argv: list[str], env: dict[str, str], cwd: Path) -> ForkedProcess:
-    """The job forked once the server for its environment is ready (the first ask starts the server)."""
-    proc = wait_for(lambda: forks.start(argv, env, str(cwd)), timeout=60, interval=0.2)
+    """The job, forked: the first job of an environment starts its server and waits for it to be ready."""
+    proc = forks.start(argv, env, str(cwd))
     assert isinstance(proc, ForkedProcess)
     return proc
 
@@ -154,9 +154,9 @@ def test_a_server_that_cannot_preload_leaves_every_job_to_a_fresh_process(tmp_pa
     forks = ForkServers(PY, ["no_such_module_anywhere"], tmp_path / "homes")
     try:
         env = job_env(tmp_path)
-        assert forks.start(["python", "-c", "pass"], env, str(tmp_path)) is None  # starts the server
-        key = env_key(env, str(tmp_path))
-        wait_for(lambda: key in forks.failed or None, timeout=60)
+        # The job waits for the server it started, which fails its preload: the job starts fresh.
+        assert forks.start(["python", "-c", "pass"], env, str(tmp_path)) is None
+        assert env_key(env, str(tmp_path)) in forks.failed
         # It would fail the same way again: no other server is started for that environment, and nothing forks.
         assert forks.start(["python", "-c", "pass"], env, str(tmp_path)) is None
         assert forks.started == 1
@@ -183,8 +183,15 @@ def test_a_server_let_go_for_newer_environments_lets_its_job_finish(forks: ForkS
         done = fork(forks, ["python", "-c", "pass"], job_env(tmp_path, OTHER=str(n)), tmp_path)
         assert done.wait(timeout=30) == 0
     # The first environment's server is gone from the table (a new job there starts a new server)...
-    assert forks.start(["python", "-c", "pass"], job_env(tmp_path), str(tmp_path)) is None
+    assert forks.start(["python", "-c", "pass"], job_env(tmp_path), str(tmp_path), wait_s=0) is None
     # ...but its running job was not killed: it ends on its own, and its exit code is told.
     assert first.poll() is None
     flag.touch()
     assert first.wait(timeout=30) == 0
+
+
+def test_a_job_that_will_not_wait_for_a_preloading_server_starts_fresh(forks: ForkServers, tmp_path: Path) -> None:
+    env = job_env(tmp_path)
+    assert forks.start(["python", "-c", "pass"], env, str(tmp_path), wait_s=0) is None  # the server starts
+    proc = wait_for(lambda: forks.start(["python", "-c", "pass"], env, str(tmp_path), wait_s=0), timeout=60)
+    assert isinstance(proc, ForkedProcess) and proc.wait(timeout=30) == 0

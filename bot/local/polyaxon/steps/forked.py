@@ -8,8 +8,10 @@ forked only when that changes nothing it could observe:
   which differ per run and which none of the preloaded libraries read at import (`HF_HOME` is set for every job,
   so the Hugging Face libraries do not derive their caches from `HOME`);
 - its working folder is the server's.
-One server is started per such environment the first time a job needs it (that job starts cold while the server
-preloads); anything else, or a server that is not ready, failed or died, starts the job as a fresh process.
+One server is started per such environment when the agent starts (for the environment its jobs get) or the first
+time a job needs one; a job waits for its server to finish preloading (a fresh process would spend that time
+importing the same libraries beside it). Anything else, or a server that failed, died or is not ready within
+`READY_WAIT_S`, starts the job as a fresh process.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ _log = logging.getLogger("bot.local.polyaxon.executor")
 
 SERVER_SCRIPT = Path(__file__).resolve().parents[1] / "forkserver.py"
 MAX_SERVERS = 2
-READY_TIMEOUT_S = 180.0
+READY_TIMEOUT_S = 180.0  # a server not ready by then has failed
+READY_WAIT_S = 30.0  # how long a job waits for its server to finish preloading before it starts fresh
 START_TIMEOUT_S = 30.0
 
 EnvKey = tuple[tuple[tuple[str, str], ...], str]
@@ -186,27 +189,46 @@ class ForkServers:
         self.started = 0
         self._evicted: list[ForkServer] = []  # let go, exiting once their jobs end; reaped at close
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # a server was placed, got ready, failed or was closed
         self._wanted: queue.Queue[tuple[EnvKey, dict[str, str], str] | None] = queue.Queue()
         self._keeper = threading.Thread(target=self._keep, name="fork-servers", daemon=True)
         self._keeper.start()
 
-    def start(self, argv: list[str], env: dict[str, str], cwd: str) -> ForkedProcess | None:
-        """The job forked from a ready server for its environment; None to start it as a fresh process."""
+    def start(
+        self, argv: list[str], env: dict[str, str], cwd: str, *, wait_s: float = READY_WAIT_S
+    ) -> ForkedProcess | None:
+        """The job forked from the server for its environment; None to start it as a fresh process.
+
+        A server that is still preloading is waited for, up to `wait_s`: a fresh process would spend that time
+        importing the same libraries beside it, on the same cores.
+        """
         args = python_args(argv, self._interpreters)
         key = env_key(env, cwd) if args is not None else None
-        if args is None or key is None or key in self.failed:
+        if args is None or key is None:
             return None
-        with self._lock:
-            server = self._servers.get(key)
-            if key not in self._servers or (server is not None and server.dead.is_set()):
-                self._servers.pop(key, None)
-                self._servers[key] = None
-                self._wanted.put((key, env, cwd))
-                return None
-            self._servers.move_to_end(key)
-        if server is None or not server.ready.is_set():
-            return None
-        return server.start(args, env, cwd)
+        for _ in range(2):  # a server found dead on the way (killed) is replaced once
+            with self._changed:
+                server = self._servers.get(key)
+                if key not in self.failed and (key not in self._servers or (server and server.dead.is_set())):
+                    self._servers.pop(key, None)
+                    self._servers[key] = None
+                    self._wanted.put((key, env, cwd))
+                self._changed.wait_for(lambda: self._settled(key), timeout=wait_s)
+                server = self._servers.get(key)
+                if server is None or not server.ready.is_set() or server.dead.is_set():
+                    return None
+                self._servers.move_to_end(key)
+            forked = server.start(args, env, cwd)
+            if forked is not None or not server.dead.is_set():
+                return forked
+        return None
+
+    def _settled(self, key: EnvKey) -> bool:
+        """Whether the server for `key` is ready, failed or gone (a job need not wait for it any longer)."""
+        if key in self.failed or key not in self._servers:
+            return True
+        server = self._servers[key]
+        return server is not None and (server.ready.is_set() or server.dead.is_set())
 
     def warm(self, env: dict[str, str], cwd: str) -> None:
         """Start the server for jobs with this environment now, so that the first of them is forked too."""
@@ -220,10 +242,11 @@ class ForkServers:
     def close(self, timeout: float = 10.0) -> None:
         """Stop every server and reap it (stop the jobs first: those still running after `timeout` are killed)."""
         self._wanted.put(None)
-        with self._lock:
+        with self._changed:
             servers = [server for server in self._servers.values() if server is not None] + self._evicted
             self._servers.clear()
             self._evicted = []
+            self._changed.notify_all()
         for server in servers:
             server.close()  # wakes the keeper if it waits for this one to be ready
         self._keeper.join(timeout=timeout)
@@ -244,11 +267,12 @@ class ForkServers:
                 server = None
             self.started += 1
             if server is None:
-                with self._lock:
+                with self._changed:
                     self._servers.pop(key, None)
                     self.failed.add(key)
+                    self._changed.notify_all()
                 continue
-            with self._lock:
+            with self._changed:
                 if key not in self._servers or self._servers[key] is not None:  # closed meanwhile
                     server.stop(timeout=0)
                     continue
@@ -259,9 +283,11 @@ class ForkServers:
                         old.close()
                         self._evicted.append(old)
                 self._evicted = [gone for gone in self._evicted if gone.proc.poll() is None]
-            if not server.await_ready(READY_TIMEOUT_S):
-                with self._lock:
+            ready = server.await_ready(READY_TIMEOUT_S)
+            with self._changed:
+                if not ready:
                     self.failed.add(key)
+                self._changed.notify_all()
 
 
 def _read_line(sock: socket.socket, timeout: float | None) -> str | None:
