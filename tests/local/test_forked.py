@@ -118,6 +118,8 @@ def test_a_signalled_job_reports_the_signal_as_popen_does(forks: ForkServers, tm
     proc = fork(
         forks, ["python", "-c", "import time; print('up', flush=True); time.sleep(60)"], job_env(tmp_path), tmp_path
     )
+    # The pid is told once the job leads its own process group: a stop sent at once reaches the whole group.
+    assert os.getpgid(proc.pid) == proc.pid
     assert proc.stdout is not None
     assert proc.stdout.readline() == b"up\n"
     assert proc.poll() is None

@@ -15,8 +15,9 @@ Protocol, on the AF_UNIX SOCK_SEQPACKET socket inherited as CONTROL_FD:
 - this process sends `ready` once its modules are imported (or `failed: ...` and exits);
 - the agent sends one JSON request `{"argv", "env", "cwd"}` with two file descriptors attached: a stream socket
   for the answers and the write end of the job's output pipe;
-- on the answer socket this process writes `pid N` once the job is forked (or `error: ...`), then `exit CODE`
-  when it has ended (CODE as `subprocess.Popen.returncode`: negative for a signal);
+- on the answer socket the forked job writes `pid N` once it leads its own process group (or this process
+  writes `error: ...`), then this process writes `exit CODE` when the job has ended (CODE as
+  `subprocess.Popen.returncode`: negative for a signal);
 - when the control socket closes this process exits once its running jobs have ended; when the agent dies this
   process is killed (it asked the kernel for SIGKILL when the agent's thread that started it ends), and its jobs
   with it (each asked the same of this process).
@@ -127,13 +128,12 @@ def fork_job(
         os.close(output)
         return -1
     if pid == 0:
-        become_job(request, output, parent, [control, answer, *(sock for _, sock in live.values())], selector, live)
+        become_job(request, output, parent, answer, [control, *(sock for _, sock in live.values())], selector, live)
         return 0
     os.close(output)
     pidfd = os.pidfd_open(pid)
     live[pidfd] = (pid, answer)
     selector.register(pidfd, selectors.EVENT_READ, pid)
-    send_line(answer, f"pid {pid}")
     return pid
 
 
@@ -141,6 +141,7 @@ def become_job(
     request: Request,
     output: int,
     parent: int,
+    answer: socket.socket,
     sockets: list[socket.socket],
     selector: selectors.BaseSelector,
     live: dict[int, tuple[int, socket.socket]],
@@ -150,6 +151,9 @@ def become_job(
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # the server died between the fork and the prctl: no signal would come
         os.kill(os.getpid(), signal.SIGKILL)
+    # The pid is told from here, once the process group exists: a stop the agent sends right away reaches it.
+    send_line(answer, f"pid {os.getpid()}")
+    answer.close()
     selector.close()
     for pidfd in live:
         os.close(pidfd)
