@@ -148,7 +148,9 @@ def test_resume_loads_one_checkpoint_says_which_and_copies_only_that_one(
     assert f"`checkpoint-{step}` (step {step}/200)" in told[0], told
     assert sum("Resumed from" in t for t in live_bot.thread(child)) == 1
     outputs = Path(polyaxon_stack.store) / (child.polyaxon_uuid or "") / "outputs"
-    copied = {p.name for p in outputs.glob("checkpoint-*")}
+    # The run's folder in the store is a mirror of its context folder, synced every few seconds while it runs: a
+    # run that starts fast can tell its resume before the first sync has copied the checkpoint there.
+    copied = wait_for(lambda: (names := {p.name for p in outputs.glob("checkpoint-*")}) and names, timeout=60)
     assert f"checkpoint-{step}" in copied and "checkpoint-5" not in copied, copied
     live_bot.command(f"stop {child_name}")
     live_bot.wait_status(child_name, {"stopped", "succeeded"}, timeout=120)

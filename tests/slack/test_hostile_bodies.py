@@ -114,16 +114,16 @@ MALFORMED_IDS = [case[0] for case in _malformed_cases("http://127.0.0.1:9/hooks/
 
 @pytest.mark.parametrize("case", MALFORMED_IDS)
 @pytest.mark.parametrize("signed", [False, True], ids=["unsigned", "signed"])
-def test_a_malformed_body_is_4xx_and_reaches_nothing(scene: Scene, trap: Trap, case: str, signed: bool) -> None:
+def test_a_malformed_body_is_4xx_and_reaches_nothing(shared_scene: Scene, trap: Trap, case: str, signed: bool) -> None:
     """Item 2: these answered 500 (AttributeError, JSONDecodeError, TypeError, IndexError, UnicodeDecodeError)."""
     [(_, content_type, body, detail)] = [c for c in _malformed_cases(trap.url()) if c[0] == case]
     headers = signed_headers(body, content_type) if signed else {"Content-Type": content_type}
-    reply = scene.send(body, headers)
+    reply = shared_scene.send(body, headers)
     assert reply.status == (400 if signed else 401), reply
-    scene.assert_no_trace(TOKEN, trap.url(), "secret-words", "response_url=")
+    shared_scene.assert_no_trace(TOKEN, trap.url(), "secret-words", "response_url=")
     assert trap.hits == []
     if signed:
-        assert detail in scene.caplog.text
+        assert detail in shared_scene.caplog.text
 
 
 @pytest.mark.parametrize(
@@ -134,17 +134,17 @@ def test_a_malformed_body_is_4xx_and_reaches_nothing(scene: Scene, trap: Trap, c
     ],
     ids=["app_rate_limited", "unknown-events-type"],
 )
-def test_an_events_api_type_the_bot_does_not_serve_is_404(scene: Scene, content_type: str, body: bytes) -> None:
-    reply = scene.send(body, signed_headers(body, content_type))
+def test_an_events_api_type_the_bot_does_not_serve_is_404(shared_scene: Scene, content_type: str, body: bytes) -> None:
+    reply = shared_scene.send(body, signed_headers(body, content_type))
     assert reply.status == 404
-    scene.assert_no_trace()
+    shared_scene.assert_no_trace()
 
 
-def test_an_interactivity_type_the_bot_does_not_serve_is_404(scene: Scene, trap: Trap) -> None:
+def test_an_interactivity_type_the_bot_does_not_serve_is_404(shared_scene: Scene, trap: Trap) -> None:
     body = _payload(trap.url(), type="view_closed", view={"id": "V1", "callback_id": "x"})
-    reply = scene.send(body, signed_headers(body))
+    reply = shared_scene.send(body, signed_headers(body))
     assert reply.status == 404
-    scene.assert_no_trace(TOKEN, trap.url())
+    shared_scene.assert_no_trace(TOKEN, trap.url())
     assert trap.hits == []
 
 
@@ -178,14 +178,14 @@ def test_an_interactivity_type_the_bot_does_not_serve_is_404(scene: Scene, trap:
     ],
 )
 def test_a_signed_command_missing_what_the_listener_needs_is_400(
-    scene: Scene, trap: Trap, overrides: dict[str, str | None], detail: str
+    shared_scene: Scene, trap: Trap, overrides: dict[str, str | None], detail: str
 ) -> None:
     """Item 5: a signed command without response_url raised KeyError after the ack."""
     body = urlencode(_command(trap.url(), **overrides)).encode()
-    reply = scene.send(body, signed_headers(body))
+    reply = shared_scene.send(body, signed_headers(body))
     assert reply.status == 400 and detail.encode() in reply.body
-    scene.assert_no_trace(TOKEN, "secret-words")
-    assert detail in scene.caplog.text and trap.hits == []
+    shared_scene.assert_no_trace(TOKEN, "secret-words")
+    assert detail in shared_scene.caplog.text and trap.hits == []
 
 
 @pytest.mark.parametrize(
@@ -195,13 +195,13 @@ def test_a_signed_command_missing_what_the_listener_needs_is_400(
 )
 @pytest.mark.parametrize("kind", ["command", "event"])
 def test_a_signed_body_with_a_content_type_slack_never_sends_is_415(
-    scene: Scene, trap: Trap, content_type: str | None, kind: str
+    shared_scene: Scene, trap: Trap, content_type: str | None, kind: str
 ) -> None:
     """Item 7: signed bodies with text/plain or no content type were carried out."""
     body = urlencode(_command(trap.url())).encode() if kind == "command" else json.dumps(_envelope()).encode()
-    reply = scene.send(body, signed_headers(body, content_type))
+    reply = shared_scene.send(body, signed_headers(body, content_type))
     assert reply.status == 415
-    scene.assert_no_trace(TOKEN, trap.url(), "secret-words")
+    shared_scene.assert_no_trace(TOKEN, trap.url(), "secret-words")
     assert trap.hits == []
 
 
@@ -221,13 +221,13 @@ def test_the_content_types_slack_sends_are_accepted_with_parameters(
     wait_for(lambda: slack_standin.response_url_posts())
 
 
-def test_url_verification_still_answers_its_challenge(bot_server: BotServer, scene: Scene) -> None:
+def test_url_verification_still_answers_its_challenge(shared_scene: Scene) -> None:
     body = json.dumps({"token": TOKEN, "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P",
                        "type": "url_verification"}).encode()  # fmt: skip
-    reply = scene.send(body, signed_headers(body, JSON))
+    reply = shared_scene.send(body, signed_headers(body, JSON))
     assert reply.status == 200
     assert json.loads(reply.body) == {"challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}
-    assert scene.send(body, {"Content-Type": JSON}).status == 401
+    assert shared_scene.send(body, {"Content-Type": JSON}).status == 401
 
 
 @pytest.mark.parametrize(
