@@ -104,8 +104,8 @@ def test_a_module_job_runs_as_main_with_exit_codes_tracebacks_and_atexit(forks: 
     ok = fork(forks, ["python", "-m", "jobmod", "0"], env, cwd)
     assert output(ok).splitlines() == ["__main__ ['0']", "atexit ran"]
     assert ok.wait(timeout=30) == 0
-    three = fork(forks, ["python", "-u", "-m", "jobmod", "3"], env, cwd)
-    output(three)
+    three = fork(forks, ["python", "-u", "-m", "jobmod", "3", "-u"], env, cwd)
+    assert output(three).splitlines()[0] == "__main__ ['3', '-u']"  # the job's own `-u` is its argument
     assert three.wait(timeout=30) == 3
     boom = fork(forks, ["python", "-m", "jobmod", "boom"], env, cwd)
     text = output(boom)

@@ -177,7 +177,8 @@ def become_job(
 
 def run_job(request: Request) -> None:
     """Run the job as `python ARGV` would (`-m MODULE ...` or `-c CODE ...`, `-u` accepted)."""
-    argv = [arg for arg in request.argv if arg != "-u"] if request.argv[:1] == ["-u"] else list(request.argv)
+    # `-u` only before the mode (the job's stdio is unbuffered already: PYTHONUNBUFFERED=1 is in every job's env).
+    argv = request.argv[1:] if request.argv[:1] == ["-u"] else list(request.argv)
     mode, target, *args = argv
     sys.path[0] = request.cwd  # what `python -m`/`-c` put first: the working folder
     if mode == "-m":
