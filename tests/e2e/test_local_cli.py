@@ -29,17 +29,16 @@ wait 300
 /finetune status
 +eyes last
 /finetune register $RUN model=tiny-chat
-sleep 2
+wait 60
 as bob
 +white_check_mark last
-sleep 6
+wait 60
 as alice
 /finetune promote tiny-chat:v1 stage=staging
 wait 120
-sleep 4
 as bob
 +white_check_mark last
-sleep 4
+wait 60
 /finetune trace tiny-chat:v1
 /finetune status $RUN
 form run

@@ -378,7 +378,9 @@ def test_a_node_that_never_joins_fails_communication_and_leaves_nothing(tiny_mod
 @pytest.mark.trainer
 def test_the_self_test_hook_makes_the_resume_fail_with_the_trainers_error(tiny_model: Path, tmp_path: Path) -> None:
     flags = tiny_args(tiny_model, tmp_path / "out", per_device_train_batch_size=4)
-    options = [*PASSING, f"--work_dir={tmp_path / 'preflight'}"]
+    # One process per launch: the hook's path is the same at any world size (two processes pass in test_preflight.py
+    # under tests/e2e), and each launch's ranks import the training libraries afresh.
+    options = ["--nproc_per_node=1", "--expected_world_size=1", "--steps=2", f"--work_dir={tmp_path / 'preflight'}"]
     code, output, marker = run_preflight(options, flags, tmp_path, **{FAULT_ENV: "torn-resume"})
     assert processes_left(marker) == []
     assert code == 1, output[-4000:]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +18,16 @@ AGENT_SETTINGS_ENV = "FINETUNE_LOCAL_AGENT_SETTINGS"
 # node's environment); the supervisor hands the agent the same ones from its own.
 JOB_PASSTHROUGH_NAMES = frozenset({"LANG", "LC_ALL", "TZ", "TERM", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES"})
 JOB_PASSTHROUGH_PREFIXES = ("HF_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH_", "PYTORCH_", "LC_")
+
+
+def job_passthrough(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of `environ` a job inherits (model caches, offline switches, thread counts, locale)."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if name in JOB_PASSTHROUGH_NAMES or name.startswith(JOB_PASSTHROUGH_PREFIXES)
+    }
+
 
 # What the agent's fork servers import before forking Python jobs (`steps.forked`): the libraries a trainer job
 # imports first; `module:attr` makes a lazy package import the submodule behind attr.

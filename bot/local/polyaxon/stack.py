@@ -22,13 +22,12 @@ from bot.local.polyaxon import leftovers
 from bot.local.polyaxon.config import (
     AGENT_SETTINGS_ENV,
     DEFAULT_PRELOAD,
-    JOB_PASSTHROUGH_NAMES,
-    JOB_PASSTHROUGH_PREFIXES,
     AgentSettings,
     LocalConnection,
     StackLayout,
     artifacts_store_connection,
     default_connections,
+    job_passthrough,
 )
 from bot.local.polyaxon.procs import die_with_parent
 
@@ -282,9 +281,7 @@ class LocalPolyaxonStack:
     def _start_agent(self) -> None:
         env = self._base_env()
         # Variables a job may inherit (model caches, offline switches, thread counts) pass through the agent.
-        passed = {k: v for k, v in os.environ.items() if k in JOB_PASSTHROUGH_NAMES}
-        passed.update({k: v for k, v in os.environ.items() if k.startswith(JOB_PASSTHROUGH_PREFIXES)})
-        env.update(passed)
+        env.update(job_passthrough(os.environ))
         env["HOME"] = str(self.layout.server_home)
         env["POLYAXON_HOST"] = self.host
         env["PYTHONPATH"] = str(Path(__file__).resolve().parents[3])

@@ -16,11 +16,17 @@ if TYPE_CHECKING:
 def serve(standin: SlackStandIn) -> tuple[ThreadingHTTPServer, threading.Thread]:
     """Bind 127.0.0.1 on a free port and serve `standin` from a background thread."""
     handler = type("_BoundHandler", (_Handler,), {"standin": standin})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd = _Server(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
     thread = threading.Thread(target=lambda: httpd.serve_forever(poll_interval=0.05), name="slack-standin", daemon=True)
     thread.start()
     return httpd, thread
+
+
+class _Server(ThreadingHTTPServer):
+    # socketserver's default backlog is 5: a burst of replies (100 `help` answers at once) overflowed it and the
+    # kernel reset connections, which Slack's own front never does.
+    request_queue_size = 1024
 
 
 def shut_down(httpd: ThreadingHTTPServer, thread: threading.Thread) -> None:

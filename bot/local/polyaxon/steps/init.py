@@ -8,7 +8,7 @@ from pathlib import Path
 
 from polyaxon._local_process import process_types
 
-from bot.local.polyaxon.config import JOB_PASSTHROUGH_NAMES, JOB_PASSTHROUGH_PREFIXES, AgentSettings
+from bot.local.polyaxon.config import AgentSettings, job_passthrough
 from bot.local.polyaxon.steps import logs, status
 from bot.local.polyaxon.steps.job import Job
 
@@ -44,11 +44,7 @@ def job_env(
     settings: AgentSettings, container: process_types.V1Container, home: Path, *, init_step: bool
 ) -> dict[str, str]:
     """The environment a container's process starts with: a pod's, not the agent's."""
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if name in JOB_PASSTHROUGH_NAMES or name.startswith(JOB_PASSTHROUGH_PREFIXES)
-    }
+    env = job_passthrough(os.environ)
     python_dir = str(Path(settings.python).parent)
     env.update(
         {
