@@ -13,6 +13,19 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_CHAT = REPO / "manifests" / "datasets" / "tiny-chat"
+TINY_PREFS = REPO / "manifests" / "datasets" / "tiny-prefs"
+TINY_KTO = REPO / "manifests" / "datasets" / "tiny-kto"
+TINY_PROMPTS = REPO / "manifests" / "datasets" / "tiny-prompts"
+
+# Per trainer beyond SFT: its tiny data (train and eval) and the flags of a short run (a few seconds on 2 cores).
+ALIGN_DATA = {"dpo": TINY_PREFS, "kto": TINY_KTO, "reward": TINY_PREFS, "grpo": TINY_PROMPTS, "rloo": TINY_PROMPTS}
+ALIGN_FLAGS: dict[str, dict[str, Any]] = {
+    "dpo": {"beta": 0.1, "max_length": 64},
+    "kto": {"beta": 0.1, "max_length": 64},
+    "reward": {"max_length": 64},
+    "grpo": {"reward_funcs": "format,length,exact-match", "num_generations": 2, "max_completion_length": 8},
+    "rloo": {"reward_funcs": "format,length,exact-match", "num_generations": 2, "max_completion_length": 8},
+}
 
 
 def tiny_args(model: Path, out: Path, *, data: Path = TINY_CHAT, **overrides: Any) -> list[str]:
@@ -40,8 +53,32 @@ def tiny_args(model: Path, out: Path, *, data: Path = TINY_CHAT, **overrides: An
     return argv
 
 
+def align_args(trainer: str, model: Path, out: Path, **overrides: Any) -> list[str]:
+    """Command-line flags for a short run of `trainer` (dpo, kto, reward, grpo, rloo) on its tiny data, with its eval
+    contract (the trainer's default metrics on 8 held-out rows); keyword overrides win (None drops a flag)."""
+    data = ALIGN_DATA[trainer]
+    flags: dict[str, Any] = {
+        "trainer": trainer,
+        "model_name_or_path": model,
+        "dataset_name": data,
+        "output_dir": out,
+        "max_steps": 4,
+        "learning_rate": 3e-3,
+        "per_device_train_batch_size": 4,
+        "logging_steps": 1,
+        "save_steps": 2,
+        "seed": 7,
+        "dataloader_num_workers": 0,
+        "eval_dataset_name": data,
+        "eval_max_samples": 8,
+        **ALIGN_FLAGS[trainer],
+    }
+    flags.update(overrides)
+    return [arg for key, value in flags.items() if value is not None for arg in (f"--{key}", str(value))]
+
+
 def train_in_process(argv: list[str]) -> int:
-    """Parse `argv` like `python -m trainer` and run `trainer.sft.main` in this process."""
+    """Parse `argv` like `python -m trainer` and run `trainer.run.main` in this process."""
     from trainer.__main__ import run
 
     return run(argv)
