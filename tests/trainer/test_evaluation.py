@@ -11,8 +11,11 @@ import pytest
 
 from trainer.config import EvalArguments
 from trainer.evaluation import (
+    PROCEDURE_METRICS,
     EvalContract,
     EvalContractError,
+    best_metric,
+    check_contract_fits,
     contract_from_args,
     contract_hash,
     report_metrics,
@@ -97,3 +100,43 @@ def test_report_metrics_derives_perplexity() -> None:
     metrics = report_metrics({"eval_loss": 2.0, "eval_runtime": 1.0}, CONTRACT)
     assert metrics == {"eval_perplexity": pytest.approx(7.389056), "eval_loss": 2.0}
     assert json.dumps(metrics)
+
+
+@pytest.mark.parametrize(
+    ("procedure", "metrics"),
+    [
+        ("pref-v1", "eval_preference_accuracy,eval_reward_margin"),
+        ("reward-v1", "eval_pairwise_accuracy,eval_reward_margin"),
+        ("gen-v1", "eval_mean_reward,eval_reward_format,eval_reward_length,eval_reward_exact_match"),
+    ],
+)
+def test_each_procedure_takes_its_own_metrics(procedure: str, metrics: str) -> None:
+    contract = contract_from_args(_eval_args(eval_procedure_version=procedure, eval_metrics=metrics))
+    assert contract is not None and set(contract.metrics) == set(metrics.split(","))
+    assert set(contract.metrics) <= set(PROCEDURE_METRICS[procedure])
+
+
+@pytest.mark.parametrize(
+    ("procedure", "metrics"),
+    [("v1", "eval_preference_accuracy"), ("pref-v1", "eval_loss"), ("reward-v1", "eval_preference_accuracy")],
+    ids=["v1-pref-metric", "pref-v1-loss", "reward-v1-pref-metric"],
+)
+def test_a_metric_of_another_procedure_is_refused(procedure: str, metrics: str) -> None:
+    with pytest.raises(EvalContractError, match=f"unknown eval metrics .* for procedure {procedure}"):
+        contract_from_args(_eval_args(eval_procedure_version=procedure, eval_metrics=metrics))
+
+
+def test_a_contract_fits_its_trainers_procedure_and_reward_functions() -> None:
+    gen = replace(CONTRACT, procedure_version="gen-v1", metrics=("eval_mean_reward", "eval_reward_exact_match"))
+    check_contract_fits(gen, "grpo", "gen-v1", ("exact-match", "format"))
+    with pytest.raises(EvalContractError, match=r"\['eval_reward_exact_match'\] score reward functions"):
+        check_contract_fits(gen, "grpo", "gen-v1", ("format",))
+    with pytest.raises(
+        EvalContractError, match="--trainer dpo is evaluated by procedure pref-v1; the contract names v1"
+    ):
+        check_contract_fits(CONTRACT, "dpo", "pref-v1", ())
+
+
+def test_preference_and_reward_metrics_rank_higher_as_better() -> None:
+    for name in ("eval_preference_accuracy", "eval_reward_margin", "eval_pairwise_accuracy", "eval_mean_reward"):
+        assert best_metric(replace(CONTRACT, metrics=(name,))) == (name, True)
