@@ -1,6 +1,6 @@
 """Trainer callbacks for the side effects of a run: tracking, checkpoint markers and retention, orderly stop.
 
-Only `trainer.sft.main` imports this module (it imports transformers at the top, to subclass
+Only `trainer.run.main` imports this module (it imports transformers at the top, to subclass
 `TrainerCallback`); where tracking goes is `trainer.tracking`.
 """
 

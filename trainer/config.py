@@ -1,23 +1,31 @@
 """The trainer's own arguments and its parser (TRL's shape: dataclasses with `help`, parsed by `TrlParser`).
 
 `ScriptArguments` and `EvalArguments` are plain dataclasses so that `import trainer.config` stays
-cheap; `build_parser()` imports TRL inside and combines them with TRL's `SFTConfig` and `ModelConfig`.
-A YAML file given with `--config` sets the defaults; flags on the command line win over it.
+cheap; `build_parser(trainer)` imports TRL inside and combines them with the chosen trainer's TRL config
+(`SFTConfig`, `DPOConfig`, `GRPOConfig`, `KTOConfig`, `RewardConfig`, `RLOOConfig`: see `trainer.trainers`)
+and `ModelConfig`, so each trainer's own flags parse and a flag its config lacks is refused. GRPO and RLOO
+take `RewardScriptArguments` (adds `--reward_funcs`). A YAML file given with `--config` sets the defaults;
+flags on the command line win over it. `--trainer` is read first (command line, else the YAML's `trainer:`,
+else `sft`), since it decides which flags exist.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from trainer.trainers import DEFAULT_TRAINER, TRAINERS, trainer_spec
 
 DEFAULT_LOCAL_OUTPUT_DIR = "outputs"
 
 # SFTConfig defaults that do not suit this project (see DESIGN.md, "The trainer on these machines"):
 # bf16 on by default fails on CPU, gradient checkpointing costs ~2x on small models, and the output
 # folder must stay unset so that a Polyaxon run's outputs path can be chosen at run time. Checkpoints
-# are rotated by the trainer itself (see `save_total_limit` in `trainer.sft`): 3 newest, plus the best.
+# are rotated by the trainer itself (see `configure_retention` in `trainer.run`): 3 newest, plus the best.
 TRAINER_DEFAULTS: dict[str, Any] = {
     "bf16": False,
     "gradient_checkpointing": None,
@@ -35,6 +43,10 @@ TRAINER_DEFAULTS: dict[str, Any] = {
 class ScriptArguments:
     """Data, pins and resume arguments of `python -m trainer`."""
 
+    trainer: str = field(
+        default=DEFAULT_TRAINER,
+        metadata={"help": "Which TRL trainer runs.", "choices": list(TRAINERS)},
+    )
     dataset_name: str = field(
         default="",
         metadata={"help": "Training data: a hub dataset id, or a local folder or .jsonl/.json/.parquet file."},
@@ -78,6 +90,16 @@ class ScriptArguments:
 
 
 @dataclass
+class RewardScriptArguments(ScriptArguments):
+    """ScriptArguments of the trainers that score generated completions (GRPO, RLOO)."""
+
+    reward_funcs: str = field(
+        default="",
+        metadata={"help": "Comma-separated reward functions (see trainer.rewards.REGISTRY), e.g. `format,length`."},
+    )
+
+
+@dataclass
 class EvalArguments:
     """The recipe's fixed evaluation contract (see trainer.evaluation)."""
 
@@ -91,10 +113,16 @@ class EvalArguments:
     )
     eval_metrics: str = field(
         default="eval_loss,eval_perplexity",
-        metadata={"help": "Comma-separated metric names to report (see trainer.evaluation.SUPPORTED_METRICS)."},
+        metadata={
+            "help": "Comma-separated metric names to report (see trainer.evaluation.PROCEDURE_METRICS); the default "
+            "depends on --trainer."
+        },
     )
     eval_procedure_version: str = field(
-        default="v1", metadata={"help": "Version of the evaluation procedure (see trainer.evaluation)."}
+        default="v1",
+        metadata={
+            "help": "Version of the evaluation procedure (see trainer.evaluation); the default depends on --trainer."
+        },
     )
     eval_seed: int = field(default=0, metadata={"help": "Seed of the evaluation row selection."})
     eval_contract_hash: str = field(
@@ -103,25 +131,62 @@ class EvalArguments:
     )
 
 
-def build_parser() -> Any:
-    """Return a `TrlParser` over (ScriptArguments, SFTConfig, ModelConfig, EvalArguments) with project defaults."""
-    from trl import ModelConfig, SFTConfig, TrlParser
+def build_parser(trainer: str = DEFAULT_TRAINER) -> Any:
+    """Return a `TrlParser` over (script args, the trainer's TRL config, ModelConfig, EvalArguments) with defaults."""
+    import trl
 
-    dataclass_types: Any = (ScriptArguments, SFTConfig, ModelConfig, EvalArguments)
-    parser = TrlParser(dataclass_types, prog="python -m trainer")
-    parser.set_defaults(**TRAINER_DEFAULTS)
+    spec = trainer_spec(trainer)
+    script_class = RewardScriptArguments if spec.takes_reward_funcs else ScriptArguments
+    dataclass_types: Any = (script_class, getattr(trl, spec.config_class), trl.ModelConfig, EvalArguments)
+    parser = trl.TrlParser(dataclass_types, prog=f"python -m trainer --trainer {spec.name}")
+    parser.set_defaults(
+        **TRAINER_DEFAULTS,
+        **spec.parser_defaults,
+        eval_metrics=spec.default_metrics,
+        eval_procedure_version=spec.procedure,
+    )
     return parser
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, Any, Any, Any]:
     """Parse `--config recipe.yaml` plus command-line overrides into (script, training, model, eval) args."""
     prepare_cpu_distributed()
-    parser = build_parser()
-    script_args, training_args, model_args, eval_args = parser.parse_args_and_config(
-        args=list(argv) if argv is not None else None
-    )
+    args = list(argv) if argv is not None else sys.argv[1:]
+    spec = trainer_spec(requested_trainer(args))
+    parser = build_parser(spec.name)
+    try:
+        script_args, training_args, model_args, eval_args = parser.parse_args_and_config(args=args)
+    except ValueError as exc:
+        if "not used by the HfArgumentParser" not in str(exc) and "Unknown arguments" not in str(exc):
+            raise
+        raise ValueError(
+            f"{exc} (not flags of --trainer {spec.name}; see `python -m trainer --trainer {spec.name} --help`)"
+        ) from exc
     model_args.lora_target_modules = normalize_target_modules(model_args.lora_target_modules)
+    if spec.takes_reward_funcs:
+        from trainer.rewards import parse_reward_names
+
+        script_args.reward_funcs = ",".join(parse_reward_names(script_args.reward_funcs))
     return script_args, training_args, model_args, eval_args
+
+
+def requested_trainer(args: Sequence[str]) -> str:
+    """The trainer named by `--trainer X` / `--trainer=X` on the command line, else by the `--config` YAML, else sft.
+
+    Read before parsing because the trainer decides which flags exist; the parser then reads the same value.
+    """
+    for index, arg in enumerate(args):
+        if arg in ("--trainer",) and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith("--trainer="):
+            return arg.split("=", 1)[1]
+    if "--config" in args and args.index("--config") + 1 < len(args):
+        import yaml
+
+        config = yaml.safe_load(Path(args[args.index("--config") + 1]).read_text())
+        if isinstance(config, dict) and config.get("trainer"):
+            return str(config["trainer"])
+    return DEFAULT_TRAINER
 
 
 def prepare_cpu_distributed() -> None:

@@ -62,7 +62,7 @@ def test_retention_flags_as_the_component_renders_them() -> None:
 def test_retention_takes_rotation_over_and_evaluates_at_saves(
     metrics: str, keep_best: bool, expected: tuple[object, ...]
 ) -> None:
-    from trainer.sft import configure_retention
+    from trainer.run import configure_retention
 
     _, training, _, _ = parse_args(["--save_steps", "2", "--eval_steps", "5", "--eval_strategy", "steps"])
     contract = contract_from_args(EvalArguments(eval_dataset_name="manifests/datasets/tiny-chat", eval_metrics=metrics))

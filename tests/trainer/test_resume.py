@@ -15,7 +15,7 @@ import pytest
 
 from tests.trainer.runs import read_jsonl, start_trainer, tiny_args, train_in_process, train_losses, wait_for
 from trainer.checkpoints import META_FILE, missing_parts, newest_complete_checkpoint
-from trainer.sft import EXIT_STOPPED
+from trainer.run import EXIT_STOPPED
 
 pytestmark = pytest.mark.trainer
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.trainer.runs import TINY_CHAT, read_jsonl, tiny_args, train_in_process, train_losses
 from trainer.checkpoints import missing_parts
-from trainer.sft import EXIT_BAD_RESUME, EXIT_NO_CHECKPOINT
+from trainer.run import EXIT_BAD_RESUME, EXIT_NO_CHECKPOINT
 
 pytestmark = pytest.mark.trainer
 

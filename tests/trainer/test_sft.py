@@ -13,7 +13,7 @@ from tests.trainer.runs import TINY_CHAT, read_jsonl, tiny_args, train_in_proces
 from trainer.checkpoints import missing_parts, read_meta
 from trainer.digests import MANIFEST_FILE, file_entries, file_sha256, folder_digest, manifest_digest
 from trainer.evaluation import EvalContractError, contract_hash
-from trainer.sft import EXIT_NO_CHECKPOINT
+from trainer.run import EXIT_NO_CHECKPOINT
 from trainer.tiny_data import write_tiny_text
 
 pytestmark = pytest.mark.trainer

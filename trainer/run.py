@@ -1,11 +1,13 @@
-"""`main(script_args, training_args, model_args, eval_args)`: SFT with TRL, as `trl/scripts/sft.py` does it.
+"""`main(script_args, training_args, model_args, eval_args)`: one run of a TRL trainer, as TRL's own scripts do it.
 
-Added to TRL's script: pinned loading (model and data by id + revision or local path, data digest
-checked), project defaults for CPU machines, tracking (Polyaxon inside a run, a JSONL file always),
-checkpoints under the run's outputs with a completeness marker and retention, resume from a complete
-checkpoint in the run's own outputs (never a silent fresh start), an orderly stop on SIGTERM, the
-fixed evaluation contract, content digests of every checkpoint and of the final model (`trainer.digests`),
-and the preflight's rank probe when `python -m trainer.preflight` runs it (`trainer.probe`).
+One flow for every trainer of `trainer.trainers` (SFT, DPO, GRPO, KTO, reward models, RLOO); what differs is
+the trainer's spec. Added to TRL's scripts: pinned loading (model and data by id + revision or local path, data
+digest checked; `trainer.loading`), project defaults for CPU machines, tracking (Polyaxon inside a run, a JSONL
+file always), checkpoints under the run's outputs with a completeness marker and retention, resume from a
+complete checkpoint in the run's own outputs (never a silent fresh start), an orderly stop on SIGTERM, the fixed
+evaluation contract (`trainer.evaluation`, run by `trainer.procedures`), content digests of every checkpoint and
+of the final model (`trainer.digests`), and the preflight's rank probe when `python -m trainer.preflight` runs it
+(`trainer.probe`).
 """
 
 from __future__ import annotations
@@ -13,8 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
-import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -36,41 +36,20 @@ from trainer.evaluation import (
     V1_EVAL_BATCH_SIZE,
     EvalContract,
     best_metric,
+    check_contract_fits,
     contract_from_args,
     contract_hash,
     eval_results,
     report_metrics,
-    select_rows,
 )
+from trainer.provenance import git_revision, library_versions, local_recipe_hash, model_outputs
+from trainer.trainers import trainer_spec
 
 logger = logging.getLogger("trainer")
 
 EXIT_STOPPED = 143  # 128 + SIGTERM: the run was stopped, its last checkpoint and metrics are saved
 EXIT_BAD_RESUME = 2  # --resume_from is not empty, `latest` or `checkpoint-<N>`: nothing was loaded
 EXIT_NO_CHECKPOINT = 3  # nothing complete and compatible to resume from: refused rather than train from scratch
-_VERSIONED = ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "tokenizers")
-
-
-def library_versions() -> dict[str, str]:
-    """Return the versions of Python and the training libraries."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    versions = {"python": platform.python_version()}
-    for name in _VERSIONED:
-        try:
-            versions[name] = version(name)
-        except PackageNotFoundError:
-            versions[name] = "absent"
-    return versions
-
-
-def git_revision() -> str:
-    """Return `git rev-parse HEAD` of the working directory, or an empty string outside a git checkout."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return out.stdout.strip() if out.returncode == 0 else ""
 
 
 def resolve_output_dir(requested: str, in_polyaxon: bool) -> Path:
@@ -82,87 +61,6 @@ def resolve_output_dir(requested: str, in_polyaxon: bool) -> Path:
 
         return polyaxon_outputs_path()
     return Path(DEFAULT_LOCAL_OUTPUT_DIR)
-
-
-def local_recipe_hash(script_args: Any, training_args: Any, model_args: Any) -> str:
-    """Hash the training-relevant choices when the bot passed no `--recipe_hash` (so resume still checks).
-
-    The schedule's length (`max_steps`, `num_train_epochs`) is left out: resuming with a longer one is allowed.
-    """
-    from trainer.evaluation import contract_hash as _sha
-
-    keys = (
-        "learning_rate",
-        "per_device_train_batch_size",
-        "gradient_accumulation_steps",
-        "max_length",
-        "seed",
-        "lr_scheduler_type",
-        "warmup_ratio",
-        "bf16",
-        "weight_decay",
-        "assistant_only_loss",
-        "packing",
-        "dataset_text_field",
-    )
-    fields: dict[str, Any] = {key: str(getattr(training_args, key, None)) for key in keys}
-    fields.update(
-        model=f"{model_args.model_name_or_path}@{model_args.model_revision}",
-        peft=str((model_args.use_peft, model_args.lora_r, model_args.lora_alpha, model_args.lora_target_modules)),
-        dataset=f"{script_args.dataset_name}@{script_args.dataset_revision}:{script_args.dataset_split}",
-        metrics=[],
-    )
-    return "local-" + _sha(fields).removeprefix("sha256:")[:16]
-
-
-def model_outputs(model_dir: Path) -> dict[str, Any]:
-    """Write the final model folder's manifest; return its outputs `model_digest`, `model_size_bytes`, `model_files`."""
-    from trainer.digests import read_manifest, write_manifest
-
-    digest = write_manifest(model_dir)
-    files = (read_manifest(model_dir) or {}).get("files", [])
-    return {"model_digest": digest, "model_size_bytes": sum(f["size"] for f in files), "model_files": len(files)}
-
-
-def _load_model_and_tokenizer(model_args: Any, training_args: Any) -> tuple[Any, Any]:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    name = model_args.model_name_or_path
-    revision = model_args.model_revision
-    dtype = model_args.dtype if model_args.dtype in ("auto", None) else getattr(torch, model_args.dtype)
-    kwargs: dict[str, Any] = {"revision": revision, "dtype": dtype}
-    if model_args.attn_implementation:
-        kwargs["attn_implementation"] = model_args.attn_implementation
-    if training_args.model_init_kwargs:
-        kwargs.update(training_args.model_init_kwargs)
-    model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
-    tokenizer = AutoTokenizer.from_pretrained(name, revision=revision)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return model, tokenizer
-
-
-def _load_train_dataset(script_args: Any) -> tuple[Any, str]:
-    from trainer.data import load_split, verify_digest
-
-    if not script_args.dataset_name:
-        raise ValueError("--dataset_name is required")
-    digest = ""
-    path = Path(script_args.dataset_name)
-    if path.exists():
-        digest = verify_digest(path, script_args.dataset_digest)
-    elif script_args.dataset_digest:
-        logger.warning("--dataset_digest is only verified for local data; %s is a hub id", script_args.dataset_name)
-    return load_split(script_args.dataset_name, script_args.dataset_revision, script_args.dataset_split), digest
-
-
-def _load_eval_dataset(contract: EvalContract | None) -> Any:
-    from trainer.data import load_split
-
-    if contract is None:
-        return None
-    return select_rows(load_split(contract.dataset, contract.revision, contract.split), contract)
 
 
 def _setup_logging(is_main: bool) -> None:
@@ -201,13 +99,17 @@ def configure_retention(training_args: Any, contract: EvalContract | None, keep_
 
 
 def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) -> int:
-    """Train, checkpoint, evaluate and track one SFT run; return the process exit code."""
+    """Train, checkpoint, evaluate and track one run of the trainer `script_args.trainer`; return the exit code."""
     import transformers
+    import trl
     from trl import get_peft_config
 
     from trainer.callbacks import CheckpointMetaCallback, StopOnSignalCallback, TrackingCallback
-    from trainer.lean import LeanSFTTrainer
+    from trainer.lean import lean_trainer_class
+    from trainer.loading import load_eval_dataset, load_model_and_tokenizer, load_train_dataset
     from trainer.probe import RankProbeCallback
+    from trainer.procedures import ContractEvaluationMixin, build_evaluator
+    from trainer.rewards import check_columns, parse_reward_names, select
     from trainer.tracking import (
         JsonlSink,
         MultiSink,
@@ -217,6 +119,8 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
         polyaxon_run_active,
     )
 
+    spec = trainer_spec(script_args.trainer)
+    reward_names = parse_reward_names(script_args.reward_funcs) if spec.takes_reward_funcs else ()
     is_main = int(os.environ.get("RANK", "0")) == 0
     _setup_logging(is_main)
     in_polyaxon = polyaxon_run_active()
@@ -224,19 +128,25 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
     training_args.output_dir = str(output_dir)
 
     contract = contract_from_args(eval_args)
-    recipe_hash = script_args.recipe_hash or local_recipe_hash(script_args, training_args, model_args)
+    if contract is not None:
+        check_contract_fits(contract, spec.name, spec.procedure, reward_names)
+    recipe_hash = script_args.recipe_hash or local_recipe_hash(spec, script_args, training_args, model_args)
     try:
         checkpoint = resolve_resume(script_args.resume_from, output_dir)
     except CheckpointError as exc:
         return _resume_refused(exc)
 
-    # Seed before anything random is built (LoRA init, dropout): TRL applies PEFT before the Trainer seeds.
+    # Seed before anything random is built (LoRA init, dropout, a reward model's new score head): TRL applies PEFT
+    # before the Trainer seeds.
     transformers.set_seed(training_args.seed)
-    model, tokenizer = _load_model_and_tokenizer(model_args, training_args)
-    train_dataset, train_digest = _load_train_dataset(script_args)
-    eval_dataset = _load_eval_dataset(contract)
-    if eval_dataset is not None and training_args.eval_steps and training_args.eval_strategy == "no":
-        training_args.eval_strategy = "steps"
+    model, tokenizer = load_model_and_tokenizer(spec, model_args, training_args)
+    train_dataset, train_digest = load_train_dataset(spec, script_args)
+    eval_dataset = load_eval_dataset(contract)
+    check_columns(reward_names, train_dataset.column_names, "train")
+    if eval_dataset is not None:
+        check_columns(reward_names, eval_dataset.column_names, "eval")
+        if training_args.eval_steps and training_args.eval_strategy == "no":
+            training_args.eval_strategy = "steps"
     if contract is not None:
         training_args.per_device_eval_batch_size = V1_EVAL_BATCH_SIZE
     keep, keep_best = configure_retention(training_args, contract, script_args.keep_best_checkpoint)
@@ -284,6 +194,13 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
             for folder in abandon_newer(output_dir, checkpoint_step(checkpoint) or 0):
                 logger.warning("%s is newer than the checkpoint resumed from: no longer marked complete", folder.name)
 
+    # Built from the model as loaded, before TRL wraps it or training changes it: `pref-v1` scores its reference now.
+    evaluator = None
+    if contract is not None:
+        evaluator = build_evaluator(
+            contract.procedure_version, eval_dataset, tokenizer, model, training_args, reward_names
+        )
+
     sinks: list[TrackingSink] = []
     polyaxon_run = None
     if is_main:
@@ -301,7 +218,9 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
     # The preflight's probe runs after the checkpoint callback: it may hold a rank once a checkpoint is marked.
     probe = RankProbeCallback.from_env(os.environ)
 
-    trainer = LeanSFTTrainer(
+    trainer_class = lean_trainer_class(getattr(trl, spec.trainer_class), ContractEvaluationMixin)
+    extra: dict[str, Any] = {"reward_funcs": select(reward_names)} if spec.takes_reward_funcs else {}
+    trainer = trainer_class(
         model=model,
         args=training_args,
         train_dataset=train_dataset,
@@ -309,7 +228,9 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
         processing_class=tokenizer,
         peft_config=get_peft_config(model_args),
         callbacks=[TrackingCallback(sink, params), checkpoints, *([probe] if probe else []), stopper],
+        **extra,
     )
+    trainer.contract_evaluator = evaluator
     try:
         train_result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         checkpoints.report(output_dir, trainer.state)

@@ -1,0 +1,75 @@
+"""Pinned loading for a run: the model (by id + revision or local path) with the head its trainer needs, the tokenizer,
+the training split (digest checked, columns checked against the trainer) and the contract's eval rows."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from trainer.data import DatasetError, load_split, verify_digest
+from trainer.evaluation import EvalContract, select_rows
+from trainer.trainers import TrainerSpec, missing_columns
+
+logger = logging.getLogger("trainer")
+
+
+def load_model_and_tokenizer(spec: TrainerSpec, model_args: Any, training_args: Any) -> tuple[Any, Any]:
+    """Load the pinned model and tokenizer; a reward model is a 1-label sequence classifier that knows the pad token.
+
+    TRL builds a reference model (DPO, KTO, GRPO, RLOO) from the policy's path and `model_init_kwargs`: for a hub
+    model those get the pinned revision and dtype, so the reference is the same weights as the policy.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+
+    name = model_args.model_name_or_path
+    revision = model_args.model_revision
+    dtype = model_args.dtype if model_args.dtype in ("auto", None) else getattr(torch, model_args.dtype)
+    kwargs: dict[str, Any] = {"revision": revision, "dtype": dtype}
+    if model_args.attn_implementation:
+        kwargs["attn_implementation"] = model_args.attn_implementation
+    if training_args.model_init_kwargs:
+        kwargs.update(training_args.model_init_kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(name, revision=revision)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if spec.model_head == "reward":
+        # The score head is new (random, seeded by the caller); the classifier finds each sequence's last token by
+        # the pad token id.
+        model = AutoModelForSequenceClassification.from_pretrained(name, num_labels=1, **kwargs)
+        model.config.pad_token_id = tokenizer.pad_token_id
+    else:
+        model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
+    if spec.reference_model and not Path(name).exists():
+        own = training_args.model_init_kwargs or {}
+        training_args.model_init_kwargs = {"revision": revision, "dtype": model_args.dtype, **own}
+    return model, tokenizer
+
+
+def load_train_dataset(spec: TrainerSpec, script_args: Any) -> tuple[Any, str]:
+    """Load the training split (checking a local dataset's digest) and check it has the trainer's columns."""
+    if not script_args.dataset_name:
+        raise ValueError("--dataset_name is required")
+    digest = ""
+    path = Path(script_args.dataset_name)
+    if path.exists():
+        digest = verify_digest(path, script_args.dataset_digest)
+    elif script_args.dataset_digest:
+        logger.warning("--dataset_digest is only verified for local data; %s is a hub id", script_args.dataset_name)
+    dataset = load_split(script_args.dataset_name, script_args.dataset_revision, script_args.dataset_split)
+    missing = missing_columns(spec, list(dataset.column_names))
+    if missing:
+        wanted = " or ".join("/".join(columns) for columns in spec.train_columns)
+        raise DatasetError(
+            f"--trainer {spec.name} trains on columns {wanted}; {script_args.dataset_name} "
+            f"({script_args.dataset_split}) lacks {list(missing)} (it has {list(dataset.column_names)})"
+        )
+    return dataset, digest
+
+
+def load_eval_dataset(contract: EvalContract | None) -> Any:
+    """The contract's eval rows (seeded selection), or None without a contract."""
+    if contract is None:
+        return None
+    return select_rows(load_split(contract.dataset, contract.revision, contract.split), contract)
