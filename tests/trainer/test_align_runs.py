@@ -111,6 +111,21 @@ def test_dpo_reference_variants_train_and_evaluate(tiny_model: Path, tmp_path: P
     assert (tmp_path / "model" / "adapter_model.safetensors").is_file() == ("use_peft" in flags)
 
 
+@pytest.mark.parametrize("trainer", ["grpo", "reward"])
+def test_lora_runs_save_an_adapter(trainer: str, tiny_model: Path, tmp_path: Path) -> None:
+    from safetensors import safe_open
+
+    lora = {"use_peft": "true", "lora_r": 4, "lora_alpha": 8, "lora_target_modules": "q_proj,v_proj"}
+    assert train_in_process(align_args(trainer, tiny_model, tmp_path, max_steps=2, **lora)) == 0
+    assert_complete_run(tmp_path, trainer, (2,))
+    adapter = json.loads((tmp_path / "model" / "adapter_config.json").read_text())
+    assert adapter["task_type"] == ("SEQ_CLS" if trainer == "reward" else "CAUSAL_LM")
+    with safe_open(str(tmp_path / "model" / "adapter_model.safetensors"), "pt") as weights:
+        names = set(weights.keys())
+    # A reward model's score head is new: PEFT trains and saves it whole, beside the adapter.
+    assert ("base_model.model.score.weight" in names) == (trainer == "reward")
+
+
 @pytest.fixture(scope="module")
 def grpo_run(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Four GRPO steps with all three reward functions, checkpoints and evaluations at 2 and 4."""

@@ -107,6 +107,7 @@ def test_unknown_flag_is_refused() -> None:
 def test_config_import_is_cheap() -> None:
     code = (
         "import sys, trainer.config, trainer.evaluation, trainer.checkpoints, trainer.data, trainer.tiny_data\n"
+        "import trainer.trainers, trainer.rewards, trainer.provenance, trainer.tiny_align_data\n"
         "heavy = {'torch', 'transformers', 'trl', 'datasets', 'peft', 'polyaxon'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )
