@@ -31,7 +31,13 @@ def job_passthrough(environ: Mapping[str, str]) -> dict[str, str]:
 
 # What the agent's fork servers import before forking Python jobs (`steps.forked`): the libraries a trainer job
 # imports first; `module:attr` makes a lazy package import the submodule behind attr.
-DEFAULT_PRELOAD = ("torch", "transformers:Trainer", "datasets", "peft", "trl:SFTTrainer,SFTConfig,ModelConfig")
+DEFAULT_PRELOAD = (
+    "torch",
+    "transformers:Trainer",
+    "datasets",
+    "peft",
+    "trl:SFTTrainer,SFTConfig,ModelConfig,DPOTrainer,DPOConfig,GRPOTrainer,GRPOConfig",
+)
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,9 @@ def job_env(
     # Hugging Face libraries place their caches from HF_HOME, else from HOME, which is new for every run: one
     # cache per stack (as pods share a node's) lets a fork server's libraries serve every run (`steps.forked`).
     env.setdefault("HF_HOME", str(settings.layout.hf_home))
+    # A local stack pings no one: TRL sends a usage ping at every trainer start (the TRL components set this too,
+    # so a job's environment stays the one its fork server imported under).
+    env.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     env["POLYAXON_HOST"] = settings.host
     if init_step:
         # `polyaxon initializer ...` only exists when the CLI runs as the init service.
