@@ -10,7 +10,12 @@ Polyaxon checker is reached through `bot.polyaxon.spec`.
 Where things live:
     manifests.py   the schema of a recipe file, the catalog's types, the key sets
     overrides.py   the types and bounds of user overrides, and checking a command's overrides
-    loading.py     reading and validating components, presets and recipes
+    loading.py     reading and validating components, presets, datasets, reward functions and recipes
+    formats.py     TRL's dataset formats, which each trainer takes, telling one from columns
+    datasets.py    the catalog's datasets (`datasets/NAME.yaml`), verified against their rows
+    rewards.py     the reward functions GRPO and RLOO may name (`rewards.yaml`)
+    trainers.py    what the catalog knows of each TRL trainer: eval procedure, rewards, reference model
+    choices.py     a recipe's trainer, dataset and rewards checked at load; `dataset=`/`rewards=` per run
     presets.py     what a preset may hold, and which presets a run gets, in order
     pins.py        pinning image, code, model, dataset and the eval contract (the pin gate's input)
     digests.py     content digests of local files and of the eval contract

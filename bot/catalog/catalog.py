@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from bot.catalog.choices import generation_problem, take_choices, with_dataset
 from bot.catalog.cost import Pricing, cost_profile, load_pricing
+from bot.catalog.datasets import DatasetEntry
 from bot.catalog.errors import PlanError
 from bot.catalog.fit import presets_that_fit
 from bot.catalog.loading import load_manifests
@@ -13,8 +16,10 @@ from bot.catalog.pins import Pinner
 from bot.catalog.plan import Plan, compile_plan
 from bot.catalog.preflight import compile_preflight, mark_distributed
 from bot.catalog.presets import find_preset, presets_for_run
+from bot.catalog.rewards import RewardFunction
 from bot.catalog.serving import compile_serving_check
 from bot.catalog.sweep import SweepPlan, plan_sweep
+from bot.catalog.trainers import component_trainer
 from bot.grammar import RunCommand, SweepCommand, closest, did_you_mean
 
 
@@ -28,12 +33,17 @@ class Catalog:
         presets: dict[str, Preset],
         recipes: dict[str, Recipe],
         pricing: Pricing | None = None,
+        *,
+        datasets: dict[str, DatasetEntry] | None = None,
+        rewards: dict[str, RewardFunction] | None = None,
     ) -> None:
         self.root = root
         self.repo_root = root.parent
         self.components = components
         self.presets = presets
         self.recipes = recipes
+        self.datasets = datasets or {}
+        self.rewards = rewards or {}
         self.pricing = pricing or Pricing()
         # One per catalog: local content digests are cached across plans.
         self._pinner = Pinner(self.repo_root)
@@ -42,8 +52,16 @@ class Catalog:
     def load(cls, catalog_dir: Path) -> Catalog:
         """Read and validate every manifest; raise `CatalogError` naming the file and field."""
         root = Path(catalog_dir)
-        components, presets, recipes = load_manifests(root)
-        return cls(root, components, presets, recipes, load_pricing(root, presets))
+        found = load_manifests(root)
+        return cls(
+            root,
+            found.components,
+            found.presets,
+            found.recipes,
+            load_pricing(root, found.presets),
+            datasets=found.datasets,
+            rewards=found.rewards,
+        )
 
     # -- lookups --
 
@@ -70,8 +88,22 @@ class Catalog:
         """
         recipe = self.recipe(cmd.recipe)
         component = self.components[recipe.spec.component]
+        chosen, overrides = take_choices(recipe, component, cmd.overrides, self.datasets, self.rewards)
+        if overrides != cmd.overrides:
+            cmd = cmd.model_copy(update={"overrides": overrides})
+        if chosen.dataset is not None:
+            recipe = with_dataset(recipe, chosen.dataset)
+        derived: dict[str, tuple[Any, str]] = {}
+        if chosen.rewards:
+            origin = "command line" if "rewards" in chosen.given else f"recipe {recipe.file}"
+            derived["reward_funcs"] = (",".join(chosen.rewards), origin)
         choice = presets_for_run(cmd.presets, recipe, component, self.presets)
-        plan = compile_plan(cmd, recipe, component, choice, self._pinner, require_local=require_local)
+        plan = compile_plan(cmd, recipe, component, choice, self._pinner, require_local=require_local, derived=derived)
+        if chosen.dataset is not None:
+            plan.provenance["dataset_name"] = f"command line: dataset={chosen.dataset.name}"
+        problem = generation_problem(component_trainer(component), plan.params)
+        if problem:
+            raise PlanError(f"recipe {recipe.name}: {problem}")
         plan.cost = cost_profile(plan.resources, choice.presets, self.pricing, plan.operation)
         if plan.memory is not None and plan.memory.fits is False:
             plan.fitting_presets = presets_that_fit(recipe, component, plan, self.presets.values(), self.repo_root)

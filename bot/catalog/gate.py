@@ -27,6 +27,17 @@ MEMORY_PARAMS = (
     "lora_target_modules",
     "nproc_per_node",
 )
+# What DPO, KTO, GRPO and RLOO hold besides the policy (a reference model, generations, vLLM's share): keys in the
+# gate key only when a run has them, so an SFT run's key is what it was.
+TRAINER_MEMORY_PARAMS = (
+    "beta",
+    "precompute_ref_log_probs",
+    "num_generations",
+    "max_completion_length",
+    "use_vllm",
+    "vllm_mode",
+    "vllm_gpu_memory_utilization",
+)
 
 WHAT_A_PREFLIGHT_CHECKS = (
     "memory (the estimate against the preset, the measured peak against the estimate), communication "
@@ -41,7 +52,10 @@ def gate_key(recipe: str, pins: dict[str, Any], presets: list[str], params: dict
         "recipe": recipe,
         "pins": pins,
         "presets": presets,
-        "params": {name: params.get(name) for name in MEMORY_PARAMS},
+        "params": {
+            **{name: params.get(name) for name in MEMORY_PARAMS},
+            **{name: params[name] for name in TRAINER_MEMORY_PARAMS if name in params},
+        },
     }
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

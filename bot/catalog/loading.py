@@ -6,20 +6,35 @@ What a preset may hold is checked in `presets.py`; the schema of a recipe file i
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
+from bot.catalog.choices import check_recipe
+from bot.catalog.datasets import DatasetEntry, load_datasets
 from bot.catalog.errors import CatalogError
 from bot.catalog.manifests import PINNED_INPUTS, PRESET_PARAMS, Component, InputSpec, Preset, Recipe, RecipeFile
 from bot.catalog.overrides import OverrideSpec, parse_override_type
 from bot.catalog.presets import parse_preset
+from bot.catalog.rewards import RewardFunction, load_rewards
 from bot.grammar import closest, did_you_mean, is_cluster_key
 
 
-def load_manifests(root: Path) -> tuple[dict[str, Component], dict[str, Preset], dict[str, Recipe]]:
+@dataclass(frozen=True)
+class Manifests:
+    """Everything under a catalog folder, validated."""
+
+    components: dict[str, Component]
+    presets: dict[str, Preset]
+    recipes: dict[str, Recipe]
+    datasets: dict[str, DatasetEntry]
+    rewards: dict[str, RewardFunction]
+
+
+def load_manifests(root: Path) -> Manifests:
     """Read and validate every manifest under `root`; raise `CatalogError` naming the file and field."""
     components: dict[str, Component] = {}
     for path in sorted((root / "components").glob("*.yaml")):
@@ -33,13 +48,15 @@ def load_manifests(root: Path) -> tuple[dict[str, Component], dict[str, Preset],
         rel = path.relative_to(root).as_posix()
         preset = parse_preset(_read_yaml(path, rel), path.stem, rel, training_keys)
         presets[preset.name] = preset
+    datasets = load_datasets(root)
+    rewards = load_rewards(root)
     recipes: dict[str, Recipe] = {}
     for path in sorted((root / "recipes").glob("*.yaml")):
-        recipe = _load_recipe(path, path.relative_to(root).as_posix(), components, presets)
+        recipe = _load_recipe(path, path.relative_to(root).as_posix(), components, presets, datasets, rewards)
         recipes[recipe.name] = recipe
     if not recipes:
         raise CatalogError("recipes/", "(folder)", "no recipes found")
-    return components, presets, recipes
+    return Manifests(components, presets, recipes, datasets, rewards)
 
 
 def _read_yaml(path: Path, rel: str) -> dict[str, Any]:
@@ -109,7 +126,14 @@ def _check_axolotl_pins(rel: str, spec: RecipeFile, text: str) -> None:
             raise CatalogError(rel, "axolotl_config", f"datasets do not include the pinned dataset {spec.dataset.id}")
 
 
-def _load_recipe(path: Path, rel: str, components: dict[str, Component], presets: dict[str, Preset]) -> Recipe:
+def _load_recipe(
+    path: Path,
+    rel: str,
+    components: dict[str, Component],
+    presets: dict[str, Preset],
+    datasets: dict[str, DatasetEntry],
+    rewards: dict[str, RewardFunction],
+) -> Recipe:
     raw = path.read_bytes()
     data = _read_yaml(path, rel)
     try:
@@ -125,6 +149,7 @@ def _load_recipe(path: Path, rel: str, components: dict[str, Component], presets
             "component",
             f"no component {spec.component!r}{did_you_mean(closest(spec.component, list(components)))}",
         )
+    spec = check_recipe(rel, spec, component, datasets, rewards)
     if spec.preflight is not None:
         checker = components.get(spec.preflight.component)
         if checker is None:

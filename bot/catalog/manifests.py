@@ -20,9 +20,18 @@ from bot.catalog.overrides import OverrideSpec
 from bot.catalog.policy import RetrySpec, duration_s
 from bot.grammar import Scalar
 
-TRL_COMPONENTS = ("trl-sft", "trl-sft-distributed")
-# Component inputs a preset may set: placement, not training.
-PRESET_PARAMS = frozenset({"checkpoints_connection"})
+TRL_COMPONENTS = ("trl-sft", "trl-sft-distributed", "trl-dpo", "trl-kto", "trl-reward", "trl-grpo", "trl-rloo")
+# Component inputs a preset may set: placement and how GRPO/RLOO generate (vLLM), not training.
+PRESET_PARAMS = frozenset(
+    {
+        "checkpoints_connection",
+        "use_vllm",
+        "vllm_mode",
+        "vllm_gpu_memory_utilization",
+        "vllm_server_host",
+        "vllm_server_port",
+    }
+)
 # Inputs the catalog derives from the recipe's pins and contract: neither `defaults` nor an
 # override may set them, or they would bypass the pin gate.
 PINNED_INPUTS = frozenset(
@@ -46,6 +55,8 @@ PINNED_INPUTS = frozenset(
         "eval_procedure_version",
         "eval_seed",
         "eval_contract_hash",
+        # GRPO and RLOO: chosen by name from the catalog's reward functions (the recipe's `rewards`, or `rewards=`).
+        "reward_funcs",
         # Which checkpoint a run loads: only `/finetune resume` sets it, to a checkpoint of the run's own outputs.
         "resume_from",
     }
@@ -70,8 +81,10 @@ class ModelRef(_Strict):
 
 
 class DatasetRef(_Strict):
-    """`dataset:` of a recipe: a hub id + commit + content digest, or a local folder/file."""
+    """`dataset:` of a recipe: a catalog dataset by name (`manifests/datasets/NAME.yaml`, which knows its format), or
+    a hub id + commit + content digest, or a local folder/file."""
 
+    name: str | None = None
     id: str | None = None
     revision: str | None = None
     digest: str | None = None
@@ -158,11 +171,17 @@ class RecipeFile(_Strict):
 
     name: str
     description: str
+    # The TRL trainer (default: the component's; a TRL component is tagged with the trainer it runs).
+    trainer: Literal["sft", "dpo", "grpo", "kto", "reward", "rloo"] | None = None
     component: str
     image: str | None = None
     code: CodeRef | None = None
     model: ModelRef | None = None
     dataset: DatasetRef | None = None
+    # Catalog datasets a run may choose with `dataset=NAME` (`any`: every one in a format the trainer takes).
+    datasets: list[str] | Literal["any"] = Field(default_factory=list)
+    # GRPO and RLOO: the reward functions (manifests/rewards.yaml) a run uses unless it names others (`rewards=`).
+    rewards: list[str] = Field(default_factory=list)
     eval: EvalSpec | None = None
     exploration: bool = False
     presets: list[str] = Field(default_factory=list)

@@ -15,6 +15,13 @@ against obvious misfits such as a full fine-tune of an 8B model on one 80 GB GPU
   layer's input is kept, plus one layer's full activations;
 - logits: `batch * seq * vocab` in float32, twice (values and gradient);
 - DDP keeps a flat copy of the gradients for its all-reduce buckets;
+- per trainer (`bot.catalog.trainers`): DPO, KTO and reward models run two sequences per example (chosen and
+  rejected; KTO's completion and its KL pair), so twice the activations and logits; DPO and KTO hold a frozen
+  reference copy of the weights unless LoRA (the disabled adapter) or precomputed reference log-probs stand in,
+  GRPO and RLOO hold one when `beta` > 0 without LoRA; GRPO and RLOO generate `per_device_train_batch_size`
+  completions of `max_completion_length` tokens after a prompt (taken as `PROMPT_TOKENS`), whose KV cache
+  (`2 * layers * kv_dim` per token) is held while generating; vLLM colocated with training reserves its
+  `vllm_gpu_memory_utilization` share of the GPU;
 - overhead: 1 GiB for the CUDA context and allocator plus 10 % fragmentation on a GPU, 0.5 GiB
   for the interpreter and libraries on a CPU.
 
@@ -32,8 +39,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from bot.catalog.manifests import TRL_COMPONENTS, Component, Recipe
+from bot.catalog.trainers import component_trainer, holds_reference
 
 GIB = 1024**3
+PROMPT_TOKENS = 256  # GRPO/RLOO prompts' length assumed by the estimate (TRL 1.x bounds only the completions)
 DTYPE_BYTES: dict[str, int] = {"float32": 4, "float16": 2, "bfloat16": 2}
 LINEAR_MODULES: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -95,6 +104,8 @@ class MemoryEstimate(BaseModel):
     activations_bytes: int
     overhead_bytes: int
     total_bytes: int
+    reference_bytes: int = 0  # a frozen reference model (DPO, KTO; GRPO and RLOO with beta > 0)
+    generation_bytes: int = 0  # GRPO/RLOO: the KV cache of generated completions, and vLLM's reserved share
     budget_bytes: int | None = None
     budget_source: str | None = None
     fits: bool | None = None
@@ -111,6 +122,8 @@ class MemoryEstimate(BaseModel):
             f"grads {self.gradients_bytes / GIB:.1f}",
             f"optimizer {self.optimizer_bytes / GIB:.1f}",
             f"activations {self.activations_bytes / GIB:.1f}",
+            *([f"reference model {self.reference_bytes / GIB:.1f}"] if self.reference_bytes else []),
+            *([f"generation {self.generation_bytes / GIB:.1f}"] if self.generation_bytes else []),
             f"overhead {self.overhead_bytes / GIB:.1f}",
         )
         line = (
@@ -189,8 +202,13 @@ def estimate_training_memory(
     device: str = "gpu",
     budget_bytes: int | None = None,
     budget_source: str | None = None,
+    sequences: int = 1,
+    reference_model: bool = False,
+    generated_tokens: int = 0,
+    reserved_bytes: int = 0,
 ) -> MemoryEstimate:
-    """Estimate training memory per device (see the module docstring for the model)."""
+    """Estimate training memory per device (see the module docstring for the model); `sequences` per example,
+    a frozen `reference_model`, `generated_tokens` whose KV cache is held, `reserved_bytes` another engine holds."""
     load_dtype = resolve_dtype(dtype, shape)
     width = DTYPE_BYTES[load_dtype]
     total_params = shape.parameter_count()
@@ -206,7 +224,7 @@ def estimate_training_memory(
     optimizer = int(trainable * optimizer_bytes_per_parameter(optim, state_width))
     # Activations are kept in the autocast dtype when mixed precision is on.
     act_width = 2 if (mixed_precision or width == 2) else 4
-    tokens = batch_size * seq_len
+    tokens = batch_size * seq_len * sequences
     h, inter = shape.hidden_size, shape.intermediate_size
     per_layer_16bit = tokens * h * (15 + 19 * inter / (4 * h))
     full_layer = int(per_layer_16bit * act_width / 2)
@@ -217,7 +235,9 @@ def estimate_training_memory(
     activations += 2 * tokens * shape.vocab_size * 4
     if distributed:
         gradients *= 2
-    base = weights + gradients + optimizer + activations
+    reference = total_params * width if reference_model else 0
+    generation = 2 * shape.num_hidden_layers * shape.kv_dim * generated_tokens * act_width + reserved_bytes
+    base = weights + gradients + optimizer + activations + reference + generation
     overhead = int(GIB + 0.1 * base) if device == "gpu" else GIB // 2
     total = base + overhead
     return MemoryEstimate(
@@ -231,6 +251,8 @@ def estimate_training_memory(
         activations_bytes=int(activations),
         overhead_bytes=overhead,
         total_bytes=int(total),
+        reference_bytes=reference,
+        generation_bytes=int(generation),
         budget_bytes=budget_bytes,
         budget_source=budget_source,
         fits=None if budget_bytes is None else total <= budget_bytes,
@@ -277,6 +299,7 @@ def estimate_run_memory(
             # Every process torchrun starts in the replica shares the replica's memory limit.
             budget //= int(nproc)
             budget_source = f"memory limit of the preset shared by {nproc} processes"
+    load = trainer_load(component, params, budget if device == "gpu" else None)
     try:
         return estimate_training_memory(
             shape,
@@ -285,7 +308,7 @@ def estimate_run_memory(
             lora_r=int(params.get("lora_r", 16)),
             lora_target_modules=str(params.get("lora_target_modules", "all-linear")),
             batch_size=int(params.get("per_device_train_batch_size", 8)),
-            seq_len=int(params.get("max_length", 1024)),
+            seq_len=int(load.pop("seq_len", params.get("max_length", 1024))),
             optim=str(params.get("optim", "adamw_torch")),
             gradient_checkpointing=bool(params.get("gradient_checkpointing", False)),
             mixed_precision=bool(params.get("bf16", False)),
@@ -293,6 +316,25 @@ def estimate_run_memory(
             device=device,
             budget_bytes=budget,
             budget_source=budget_source,
+            **load,
         )
     except ModelConfigError:
         return None
+
+
+def trainer_load(component: Component, params: Mapping[str, Any], gpu_bytes: int | None) -> dict[str, Any]:
+    """What a run's trainer adds to the estimate (see the module docstring): keyword arguments of
+    `estimate_training_memory`, and `seq_len` where the trainer has no `max_length`."""
+    kind = component_trainer(component)
+    if kind is None or kind.name == "sft":
+        return {}
+    load: dict[str, Any] = {"reference_model": holds_reference(kind, dict(params))}
+    if kind.name in ("dpo", "kto", "reward"):
+        load["sequences"] = 2
+    if kind.takes_rewards:
+        completion = int(params.get("max_completion_length") or 256)
+        load["seq_len"] = PROMPT_TOKENS + completion
+        load["generated_tokens"] = int(params.get("per_device_train_batch_size") or 8) * (PROMPT_TOKENS + completion)
+        if params.get("use_vllm") and params.get("vllm_mode") == "colocate" and gpu_bytes:
+            load["reserved_bytes"] = int(float(params.get("vllm_gpu_memory_utilization") or 0.3) * gpu_bytes)
+    return load

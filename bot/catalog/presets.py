@@ -2,7 +2,8 @@
 
 A preset sets cluster settings only (queue, resources, placement, retries, connections): never a
 training key, the command, the image or the environment. Each preset belongs to one family — what it
-decides: `resources`, `placement` or `storage` — and a run gets at most one preset of each family. The
+decides: `resources`, `placement`, `storage` or `generation` (how GRPO and RLOO generate: vLLM colocated with
+training or a vLLM server beside it) — and a run gets at most one preset of each family. The
 recipe's default presets stay unless the user names a preset of the same family, which replaces it; two
 presets of one family are refused. Presets stack in order (the recipe's kept defaults, then the user's);
 Polyaxon's patch strategies merge them (`bot.polyaxon.spec`). What the merged presets ask of the cluster
@@ -21,7 +22,7 @@ from bot.catalog.manifests import PRESET_PARAMS, Component, Preset, Recipe
 from bot.catalog.policy import duration_s
 from bot.grammar import closest, did_you_mean
 
-FAMILIES = ("resources", "placement", "storage")
+FAMILIES = ("resources", "placement", "storage", "generation")
 # Catalog metadata: read by the bot, removed before Polyaxon merges the preset.
 METADATA_KEYS = frozenset({"name", "description", "family", "maxPending", "maxDuration"})
 PRESET_KEYS = frozenset(

@@ -13,7 +13,10 @@ THREAD_NOTE = (
 )
 
 USAGE: dict[str, str] = {
-    "run": "/finetune run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force] [--skip-preflight]",
+    "run": (
+        "/finetune run recipe=NAME [preset=P[,P2…]] [dataset=NAME] [rewards=F1,F2] [KEY=VALUE …] [--dry-run] "
+        "[--force] [--skip-preflight]"
+    ),
     "status": "/finetune status [RUN]",
     "logs": "/finetune logs RUN [lines=N]",
     "compare": "/finetune compare RUN RUN… [metric=NAME] [--exploratory] | compare SWEEP [top=N]",
@@ -53,7 +56,10 @@ HELP: dict[str, str] = {
         "approvers approve with the approval emoji on the request in its thread, then runs unvalidated. "
         "Recipe and preset names are read lower-case; an int key takes a whole number written as one (`seed=1000`, not "
         "`1e3`); values are plain words, never shell syntax. `resume_from` is set only by "
-        "`/finetune resume`. Values with spaces go in quotes.\n"
+        "`/finetune resume`. Values with spaces go in quotes. A recipe trains with one TRL trainer (SFT, DPO, KTO, "
+        "a reward model, GRPO or RLOO); where it allows it, `dataset=NAME` picks another of the catalog's datasets, "
+        "which must be in the format that trainer takes (a path or URL never is), and GRPO and RLOO recipes take "
+        "`rewards=F1,F2` from the catalog's reward functions (`format`, `length`, `exact-match`).\n"
         "Example: `/finetune run recipe=sft-tiny lr=3e-3 preset=cpu-small --dry-run`"
     ),
     "status": (

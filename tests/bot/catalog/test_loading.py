@@ -17,6 +17,11 @@ def test_shipped_catalog_loads(catalog: Catalog) -> None:
     assert set(catalog.components) == {
         "trl-sft",
         "trl-sft-distributed",
+        "trl-dpo",
+        "trl-kto",
+        "trl-reward",
+        "trl-grpo",
+        "trl-rloo",
         "serving-check",
         "trl-preflight",
         "trl-preflight-distributed",
@@ -60,7 +65,7 @@ MALFORMED = [
     (
         "recipes/bad.yaml",
         "name: bad\ndescription: x\ncomponent: trl-sf\n",
-        "no component 'trl-sf'; did you mean trl-sft?",
+        "no component 'trl-sf'; did you mean trl-sft or trl-kto or trl-dpo?",
     ),
     (
         "recipes/bad.yaml",

@@ -36,7 +36,7 @@ def test_sft_tiny_plan_params_provenance_and_operation(catalog: Catalog) -> None
 BAD_COMMANDS = [
     (
         "run recipe=sft-tinny",
-        "no recipe 'sft-tinny'; did you mean sft-tiny or sft-tiny-ddp?",
+        "no recipe 'sft-tinny'; did you mean sft-tiny or sft-tiny-ddp or kto-tiny?",
         ["sft-tiny", "sft-tiny-ddp"],
     ),
     ("run recipe=sft-tiny preset=gpu-9x", "no preset 'gpu-9x'; did you mean", ["gpu-8x", "gpu-1x"]),

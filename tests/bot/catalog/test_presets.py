@@ -44,6 +44,8 @@ def test_each_shipped_preset_has_a_family(catalog: Catalog) -> None:
         "gpu-8x": "resources",
         "s3-checkpoints": "storage",
         "spot": "placement",
+        "vllm-colocate": "generation",
+        "vllm-server": "generation",
     }
 
 

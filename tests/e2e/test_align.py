@@ -1,0 +1,107 @@
+"""TRL's preference and reinforcement trainers through the real front door and the local Polyaxon stack (issue 36):
+DPO and GRPO end to end (card with the contract's metrics, outputs confirmed, compare, register), data in another
+format refused before anything is submitted."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.local.polyaxon import LocalPolyaxonStack
+from storage import repos
+from storage.models import Run
+from tests.e2e.conftest import CHANNEL, LiveBot, reply_text, start_live_bot
+from tests.e2e.test_lifecycle import run_name_in
+from tests.fixtures.slack import wait_for
+
+pytestmark = [pytest.mark.polyaxon, pytest.mark.trainer]
+
+BOB = "U0BOB0001"
+
+
+@pytest.fixture(scope="module")
+def live_bot(
+    polyaxon_stack: LocalPolyaxonStack, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveBot]:
+    """A bot whose approver is bob."""
+    with start_live_bot(polyaxon_stack, tmp_path_factory.mktemp("e2e-align"), approvers=[BOB]) as bot:
+        yield bot
+
+
+def comparison(bot: LiveBot, run: Run) -> str:
+    """The newest comparison posted in the run's thread, as its blocks' text."""
+    found = wait_for(
+        lambda: [m for m in bot.standin.replies(CHANNEL, run.card_ts or "") if "Comparison" in str(m.get("text"))]
+    )
+    return str(found[-1].get("blocks"))
+
+
+def polyaxon_runs(bot: LiveBot) -> int:
+    """How many runs the bot's Polyaxon project holds."""
+    return len(bot.runtime.services.gateway.list_runs(limit=100))
+
+
+def test_dpo_runs_to_its_preference_metrics_then_outputs_compare_and_register(live_bot: LiveBot) -> None:
+    names = [run_name_in(live_bot.command(f"run recipe=dpo-tiny beta={beta}")) for beta in (0.1, 0.2)]
+    first, second = (live_bot.wait_status(name, {"succeeded"}, timeout=300) for name in names)
+    live_bot.wait_card(first, "succeeded", "eval_preference_accuracy")
+    # The trainer's own evaluation (procedure pref-v1), under the contract the catalog pinned.
+    metrics = dict(live_bot.run_named(first.name).last_metrics or {})
+    assert 0.5 <= float(metrics["eval_preference_accuracy"]) <= 1.0, metrics  # the tiny pattern is learnt
+    outputs = reply_text(live_bot.command(f"outputs {first.name}"))
+    assert "confirmed" in outputs and "not confirmed" not in outputs, outputs
+    [upload] = [f for f in live_bot.standin.files() if f.get("name", "").endswith("eval_results.json")]
+    document = json.loads(upload["content"])
+    assert document["contract_hash"] == first.eval_contract_hash
+    assert document["contract"]["procedure_version"] == "pref-v1"
+    assert set(document["metrics"]) == {"eval_preference_accuracy", "eval_reward_margin"}, document["metrics"]
+
+    assert "Posted the comparison" in reply_text(live_bot.command(f"compare {first.name} {second.name}"))
+    table = comparison(live_bot, live_bot.run_named(first.name))
+    assert "eval_preference_accuracy" in table and "beta" in table, table
+
+    reply = reply_text(live_bot.command(f"register {first.name} model=tiny-dpo"))
+    assert "approval request" in reply, reply
+    with live_bot.runtime.services.sessions() as s:
+        [request] = list(repos.list_approval_requests(s, model="tiny-dpo"))
+    shown = str(live_bot.standin.message(CHANNEL, request.message_ts or "").get("blocks"))
+    assert "eval_preference_accuracy" in shown and "tiny-dpo.yaml" in shown, shown  # the model's own criteria
+    live_bot.standin.react_as_user(BOB, CHANNEL, request.message_ts or "", "white_check_mark")
+    live_bot.sender.reaction(
+        "reaction_added", user=BOB, channel=CHANNEL, ts=request.message_ts or "", reaction="white_check_mark"
+    )
+
+    def registered() -> bool:
+        with live_bot.runtime.services.sessions() as s:
+            return [r.version for r in repos.list_registrations(s, model="tiny-dpo")] == ["v1"]
+
+    assert wait_for(registered, timeout=60)
+
+
+def test_grpo_runs_with_its_reward_functions_to_a_mean_reward_on_the_card(live_bot: LiveBot) -> None:
+    name = run_name_in(live_bot.command("run recipe=grpo-tiny rewards=format,length"))
+    run = live_bot.wait_status(name, {"succeeded"}, timeout=300)
+    live_bot.wait_card(run, "succeeded", "eval_mean_reward")
+    assert run.params is not None and run.params["reward_funcs"] == "format,length"
+    outputs = reply_text(live_bot.command(f"outputs {name}"))
+    assert "confirmed" in outputs and "not confirmed" not in outputs, outputs
+    metrics = dict(live_bot.run_named(name).last_metrics or {})
+    assert {"eval_mean_reward", "eval_reward_format", "eval_reward_length"} <= set(metrics), metrics
+    assert 0.0 <= float(metrics["eval_mean_reward"]) <= 2.0  # two functions, each in [0, 1]
+
+
+def test_data_in_another_format_or_an_unknown_reward_is_refused_before_anything_is_submitted(
+    live_bot: LiveBot,
+) -> None:
+    before = polyaxon_runs(live_bot)
+    refused = reply_text(live_bot.command("run recipe=dpo-tiny dataset=tiny-chat"))
+    assert "DPO needs preference (prompt, chosen, rejected)" in refused, refused
+    assert "tiny-chat is conversational language_modeling (messages) with columns messages" in refused, refused
+    unknown = reply_text(live_bot.command("run recipe=grpo-tiny rewards=format,lenght"))
+    assert "no reward function 'lenght'; did you mean length?" in unknown, unknown
+    free = reply_text(live_bot.command("run recipe=dpo-tiny dataset=/tmp/mine.jsonl"))
+    assert "never by path or URL" in free, free
+    assert polyaxon_runs(live_bot) == before
