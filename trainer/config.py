@@ -76,6 +76,17 @@ class ScriptArguments:
             "--output_dir); empty starts from scratch. No paths: a resumed run's outputs hold the copied checkpoint."
         },
     )
+    base_run: str = field(
+        default="",
+        metadata={
+            "help": "Start from a finished run's final model: that run's uuid. --model_name_or_path is then the model "
+            "folder inside its artifacts, which Polyaxon's init step copied to <context root>/artifacts/<run>/."
+        },
+    )
+    base_model_digest: str = field(
+        default="",
+        metadata={"help": "The folder digest the base run's outputs recorded for that model; verified before loading."},
+    )
     keep_best_checkpoint: bool = field(
         default=True,
         metadata={

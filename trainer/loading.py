@@ -14,6 +14,30 @@ from trainer.trainers import TrainerSpec, missing_columns
 logger = logging.getLogger("trainer")
 
 
+class BaseModelError(ValueError):
+    """The base run's model folder is missing, or is not the one its outputs recorded."""
+
+
+def resolve_base_model(script_args: Any, model_args: Any, context_root: Path) -> None:
+    """With `--base_run`, point `--model_name_or_path` at that run's model folder in this run's context (where the init
+    step copied it) once its content matches `--base_model_digest` (never a silently different model)."""
+    from trainer.digests import file_entries, folder_digest
+
+    if not script_args.base_run:
+        return
+    folder = Path(model_args.model_name_or_path)
+    if not folder.is_absolute():
+        folder = context_root / "artifacts" / script_args.base_run / folder
+    if not folder.is_dir():
+        raise BaseModelError(f"the base run's model {folder} is not there (the init step copies it)")
+    actual = folder_digest(file_entries(folder))
+    expected = script_args.base_model_digest
+    if expected and actual != expected:
+        raise BaseModelError(f"the base run's model {folder} has digest {actual}; its outputs recorded {expected}")
+    model_args.model_name_or_path = str(folder)
+    logger.info("starting from base run %s's model %s (%s)", script_args.base_run, folder, actual)
+
+
 def load_model_and_tokenizer(spec: TrainerSpec, model_args: Any, training_args: Any) -> tuple[Any, Any]:
     """Load the pinned model and tokenizer; a reward model is a 1-label sequence classifier that knows the pad token.
 

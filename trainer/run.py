@@ -50,6 +50,7 @@ logger = logging.getLogger("trainer")
 EXIT_STOPPED = 143  # 128 + SIGTERM: the run was stopped, its last checkpoint and metrics are saved
 EXIT_BAD_RESUME = 2  # --resume_from is not empty, `latest` or `checkpoint-<N>`: nothing was loaded
 EXIT_NO_CHECKPOINT = 3  # nothing complete and compatible to resume from: refused rather than train from scratch
+EXIT_BAD_BASE = 4  # --base_run's model is missing or not the one its outputs recorded: nothing was trained
 
 
 def resolve_output_dir(requested: str, in_polyaxon: bool) -> Path:
@@ -106,7 +107,13 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
 
     from trainer.callbacks import CheckpointMetaCallback, StopOnSignalCallback, TrackingCallback
     from trainer.lean import lean_trainer_class
-    from trainer.loading import load_eval_dataset, load_model_and_tokenizer, load_train_dataset
+    from trainer.loading import (
+        BaseModelError,
+        load_eval_dataset,
+        load_model_and_tokenizer,
+        load_train_dataset,
+        resolve_base_model,
+    )
     from trainer.probe import RankProbeCallback
     from trainer.procedures import ContractEvaluationMixin, build_evaluator
     from trainer.rewards import check_columns, parse_reward_names, select
@@ -139,6 +146,16 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
     # Seed before anything random is built (LoRA init, dropout, a reward model's new score head): TRL applies PEFT
     # before the Trainer seeds.
     transformers.set_seed(training_args.seed)
+    # What the run starts from, as pinned: a base run's model is named by that run and digest, not by the path it
+    # was copied to (which differs per run, and a resume must find the same model).
+    model_pin = model_args.model_name_or_path
+    if script_args.base_run:
+        model_pin = f"run {script_args.base_run}: {model_pin}@{script_args.base_model_digest}"
+    try:
+        resolve_base_model(script_args, model_args, Path(os.environ.get("POLYAXON_CONTEXT_ROOT", "/plx-context")))
+    except BaseModelError as exc:
+        logger.error("cannot start from the base run: %s", exc)
+        return EXIT_BAD_BASE
     model, tokenizer = load_model_and_tokenizer(spec, model_args, training_args)
     train_dataset, train_digest = load_train_dataset(spec, script_args)
     eval_dataset = load_eval_dataset(contract)
@@ -152,7 +169,7 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
     keep, keep_best = configure_retention(training_args, contract, script_args.keep_best_checkpoint)
 
     pins = {
-        "model": model_args.model_name_or_path,
+        "model": model_pin,
         "model_revision": model_args.model_revision,
         "dataset": script_args.dataset_name,
         "dataset_revision": script_args.dataset_revision,
@@ -178,7 +195,7 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
     world_size = training_args.world_size
     expected_meta = CheckpointMeta(
         global_step=0,
-        model_name_or_path=model_args.model_name_or_path,
+        model_name_or_path=model_pin,
         model_revision=model_args.model_revision,
         tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
         recipe_hash=recipe_hash,

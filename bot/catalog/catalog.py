@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bot.catalog.choices import generation_problem, take_choices, with_dataset
+from bot.catalog.choices import ChainBase, generation_problem, take_choices, with_dataset
 from bot.catalog.cost import Pricing, cost_profile, load_pricing
 from bot.catalog.datasets import DatasetEntry
 from bot.catalog.errors import PlanError
@@ -80,7 +80,7 @@ class Catalog:
 
     # -- planning --
 
-    def plan(self, cmd: RunCommand, *, require_local: bool = True) -> Plan:
+    def plan(self, cmd: RunCommand, *, require_local: bool = True, base: ChainBase | None = None) -> Plan:
         """Compile a `run` command into a validated, pinned `Plan`, or raise `PlanError`.
 
         With `require_local=False` (used by `manifests check`) a missing local model or dataset
@@ -94,11 +94,31 @@ class Catalog:
         if chosen.dataset is not None:
             recipe = with_dataset(recipe, chosen.dataset)
         derived: dict[str, tuple[Any, str]] = {}
+        if (chosen.base is None) != (base is None):
+            raise PlanError(f"base={chosen.base or ''}: the run it names was not looked up (internal error)")
+        if base is not None:
+            derived.update(base.params())
         if chosen.rewards:
             origin = "command line" if "rewards" in chosen.given else f"recipe {recipe.file}"
             derived["reward_funcs"] = (",".join(chosen.rewards), origin)
         choice = presets_for_run(cmd.presets, recipe, component, self.presets)
-        plan = compile_plan(cmd, recipe, component, choice, self._pinner, require_local=require_local, derived=derived)
+        plan = compile_plan(
+            cmd,
+            recipe,
+            component,
+            choice,
+            self._pinner,
+            require_local=require_local,
+            derived=derived,
+            patches=[base.patch()] if base is not None else [],
+        )
+        if base is not None:
+            if base.model_pin != plan.pins.get("model"):
+                raise PlanError(
+                    f"base={base.run_name} trained {base.model_pin or 'another model'}; recipe {recipe.name} starts "
+                    f"from {plan.pins.get('model')}: a chain continues the same model"
+                )
+            plan.pins["base"] = f"{base.run_name}@{base.model_digest}"
         if chosen.dataset is not None:
             plan.provenance["dataset_name"] = f"command line: dataset={chosen.dataset.name}"
         problem = generation_problem(component_trainer(component), plan.params)

@@ -24,6 +24,32 @@ from bot.grammar import closest, did_you_mean
 # Override keys that are catalog choices, not component inputs.
 DATASET_KEY = "dataset"
 REWARDS_KEY = "rewards"
+BASE_KEY = "base"  # a finished run whose final model a run starts from (`ChainBase`, resolved by the run service)
+MODEL_FOLDER = "outputs/model"  # where a run's final model is, in its artifacts (the trainer's output contract)
+
+
+@dataclass(frozen=True)
+class ChainBase:
+    """The run a `base=RUN` names, as the run service found it: confirmed by `outputs`, its final model's digest."""
+
+    run_name: str
+    run_uuid: str
+    model_digest: str
+    model_pin: str  # the model that run started from (its `model` pin): a chained run's recipe must start there too
+
+    def patch(self) -> dict[str, Any]:
+        """A preset-shaped document: an init step copying the base model into the run's context before it starts."""
+        init = [{"artifacts": {"dirs": [f"{self.run_uuid}/{MODEL_FOLDER}"]}}]
+        return {"kind": "operation", "isPreset": True, "runPatch": {"init": init}}
+
+    def params(self) -> dict[str, tuple[Any, str]]:
+        """The inputs a chained run gets: the model folder inside the base run's artifacts, its run and digest."""
+        origin = f"command line: base={self.run_name} (its final model, confirmed by outputs)"
+        return {
+            "model_name_or_path": (MODEL_FOLDER, origin),
+            "base_run": (self.run_uuid, origin),
+            "base_model_digest": (self.model_digest, origin),
+        }
 
 
 def dataset_entry(ref: DatasetRef | None, datasets: dict[str, DatasetEntry]) -> DatasetEntry | None:
@@ -76,7 +102,8 @@ class RunChoices:
 
     dataset: DatasetEntry | None = None
     rewards: tuple[str, ...] = ()
-    given: frozenset[str] = frozenset()  # which of `dataset`, `rewards` the command line gave
+    given: frozenset[str] = frozenset()  # which of `dataset`, `rewards`, `base` the command line gave
+    base: str | None = None  # the RUN of `base=RUN`, as typed
 
 
 def take_choices(
@@ -91,6 +118,9 @@ def take_choices(
     kind = component_trainer(component)
     chosen_dataset = rest.pop(DATASET_KEY, None)
     chosen_rewards = rest.pop(REWARDS_KEY, None)
+    chosen_base = rest.pop(BASE_KEY, None)
+    if chosen_base is not None and kind is None:
+        raise PlanError(f"recipe {recipe.name} does not train a TRL model, so it cannot start from a run's (base=)")
     split = recipe.spec.dataset.split if recipe.spec.dataset is not None else "train"
     entry = None if chosen_dataset is None else _take_dataset(recipe, kind, str(chosen_dataset), split, datasets)
     reward_names = tuple(recipe.spec.rewards)
@@ -106,8 +136,9 @@ def take_choices(
         problem = contract_problem(kind, recipe.spec, reward_names)
         if problem:
             raise PlanError(f"recipe {recipe.name}'s eval contract with rewards={','.join(reward_names)}: {problem}")
-    given = frozenset(key for key in (DATASET_KEY, REWARDS_KEY) if key in overrides)
-    return RunChoices(dataset=entry, rewards=reward_names, given=given), rest
+    given = frozenset(key for key in (DATASET_KEY, REWARDS_KEY, BASE_KEY) if key in overrides)
+    base = None if chosen_base is None else str(chosen_base)
+    return RunChoices(dataset=entry, rewards=reward_names, given=given, base=base), rest
 
 
 def _take_dataset(

@@ -59,6 +59,9 @@ PINNED_INPUTS = frozenset(
         "reward_funcs",
         # Which checkpoint a run loads: only `/finetune resume` sets it, to a checkpoint of the run's own outputs.
         "resume_from",
+        # The finished run whose final model a run starts from: only `base=RUN` sets them, from that run's outputs.
+        "base_run",
+        "base_model_digest",
     }
 )
 

@@ -8,7 +8,7 @@ the eval contract and the recipe's name and hash. Polyaxon's checker compiles th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -82,10 +82,12 @@ def compile_plan(
     *,
     require_local: bool = True,
     derived: Mapping[str, tuple[Any, str]] | None = None,
+    patches: Sequence[dict[str, Any]] = (),
 ) -> Plan:
     """Compile a `run` command with its recipe, component and presets into a `Plan`, or raise `PlanError`.
 
-    `derived` are params the catalog computes (value, origin), set after the command line.
+    `derived` are params the catalog computes (value, origin), set after the command line; `patches` are preset-shaped
+    documents merged after the presets (a chained run's init step that copies its base model in).
     """
     spec = recipe.spec
     presets = choice.presets
@@ -139,7 +141,7 @@ def compile_plan(
         raise PlanError(f"recipe {recipe.name} leaves required inputs of {component.name} unset: {', '.join(missing)}")
 
     try:
-        operation = compile_operation(component.document, [p.document for p in presets], params)
+        operation = compile_operation(component.document, [*(p.document for p in presets), *patches], params)
     except OperationSpecError as exc:
         raise PlanError(f"{recipe.name} with presets {', '.join(preset_names) or '(none)'}: {exc}") from exc
     resources = summarize_resources(operation, component.run_kind, presets)

@@ -103,7 +103,7 @@ def card_view(
         presets=run.presets,
         recipe_presets=list(recipe_presets or []),
         overrides=dict(run.overrides),
-        pins={k: v for k, v in run.pins.items() if k in {"model", "dataset", "image", "code"}},
+        pins={k: v for k, v in run.pins.items() if k in {"model", "dataset", "image", "code", "base"}},
         comparable=run.comparable,
         requester=run.requester,
         status=run.status,

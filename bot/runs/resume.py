@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from bot.grammar import ResumeCommand, RunCommand
 from bot.redact import redact
 from bot.runs.admit import find_run_for
+from bot.runs.chain import plan_run
 from bot.runs.deps import RunDeps
 from bot.runs.errors import Reply, RunError
 from bot.runs.kinds import Verb
@@ -62,8 +63,10 @@ class Resumer:
         }
         if cmd.max_steps is not None:
             overrides["max_steps"] = cmd.max_steps
-        plan = self.deps.catalog.plan(
-            RunCommand(recipe=parent.recipe_name, presets=parent.presets, overrides=overrides)
+        plan = plan_run(
+            self.deps.catalog,
+            self.deps.sessions,
+            RunCommand(recipe=parent.recipe_name, presets=parent.presets, overrides=overrides),
         )
         diff = resume_diff(parent, plan)
         if diff:

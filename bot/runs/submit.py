@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from bot.grammar import RunCommand
 from bot.redact import redact
 from bot.runs.capability import unsupported_reason
+from bot.runs.chain import plan_run
 from bot.runs.deps import RunDeps
 from bot.runs.errors import Reply, RunError
 from bot.runs.gate import PreflightGate
@@ -45,7 +46,7 @@ class Submitter:
 
     def plan(self, cmd: RunCommand) -> Plan:
         """Compile the command (PlanError for anything the catalog refuses)."""
-        return self.deps.catalog.plan(cmd)
+        return plan_run(self.deps.catalog, self.deps.sessions, cmd)
 
     def submit(self, cmd: RunCommand, *, user: str, channel: str, delivery_key: str) -> Reply:
         """Plan, pass the memory and preflight gates, then start the run (`start`)."""

@@ -105,3 +105,25 @@ def test_data_in_another_format_or_an_unknown_reward_is_refused_before_anything_
     free = reply_text(live_bot.command("run recipe=dpo-tiny dataset=/tmp/mine.jsonl"))
     assert "never by path or URL" in free, free
     assert polyaxon_runs(live_bot) == before
+
+
+def test_base_run_chains_sft_into_dpo_from_its_confirmed_final_model(live_bot: LiveBot) -> None:
+    sft_name = run_name_in(live_bot.command("run recipe=sft-tiny max_steps=20 save_steps=20"))
+    sft = live_bot.wait_status(sft_name, {"succeeded"}, timeout=300)
+    refused = reply_text(live_bot.command(f"run recipe=dpo-tiny base={sft_name}"))
+    assert "outputs are not confirmed" in refused and f"/finetune outputs {sft_name}" in refused, refused
+    assert "not confirmed" not in reply_text(live_bot.command(f"outputs {sft_name}"))
+    sft = live_bot.run_named(sft_name)
+    digest = (sft.outputs_check or {})["model_digest"]
+
+    dpo_name = run_name_in(live_bot.command(f"run recipe=dpo-tiny base={sft_name}"))
+    dpo = live_bot.wait_status(dpo_name, {"succeeded"}, timeout=300)
+    assert dpo.pins["base"] == f"{sft_name}@{digest}" and dpo.pins["model"] == sft.pins["model"]
+    assert dpo.params["base_run"] == sft.polyaxon_uuid and dpo.params["base_model_digest"] == digest
+    assert dpo.params["model_name_or_path"] == "outputs/model"
+    live_bot.wait_card(dpo, "succeeded", f"base `{sft_name}@")
+    # The job loaded the SFT run's model, checked against the digest its outputs recorded.
+    assert "Posted the last" in reply_text(live_bot.command(f"logs {dpo_name} lines=200"))
+    posted = [bytes(f["content"]).decode() for f in live_bot.standin.files() if f.get("content")]
+    shown = "\n".join([*live_bot.thread(live_bot.run_named(dpo_name)), *posted])
+    assert f"starting from base run {sft.polyaxon_uuid}'s model" in shown and f"({digest})" in shown, shown[-3000:]

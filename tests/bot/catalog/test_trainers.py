@@ -18,10 +18,14 @@ from tests.manifests.catalog_repo import write
 ALIGN_RECIPES = ("dpo-tiny", "kto-tiny", "reward-tiny", "grpo-tiny", "rloo-tiny")
 
 
-def plan(catalog: Catalog, text: str) -> Any:
+def run_command(text: str) -> RunCommand:
     cmd = parse_command(text)
     assert isinstance(cmd, RunCommand)
-    return catalog.plan(cmd)
+    return cmd
+
+
+def plan(catalog: Catalog, text: str) -> Any:
+    return catalog.plan(run_command(text))
 
 
 def refusal(catalog: Catalog, text: str) -> str:
@@ -226,3 +230,25 @@ def test_a_grpo_batch_must_hold_whole_groups_of_completions(catalog: Catalog) ->
     assert "must hold whole groups: a multiple of 2, e.g. batch_size=4" in refused
     assert "2..16" in refusal(catalog, "run recipe=rloo-tiny num_generations=1")  # the recipe's bounds first
     assert plan(catalog, "run recipe=grpo-tiny batch_size=6 num_generations=3").params["num_generations"] == 3
+
+
+def test_a_chained_run_starts_from_its_bases_model_copied_in_and_pinned_by_digest(catalog: Catalog) -> None:
+    from bot.catalog.choices import ChainBase
+
+    model_pin = plan(catalog, "run recipe=sft-tiny").pins["model"]
+    base = ChainBase(
+        run_name="sft-tiny-0123456789", run_uuid="u" * 32, model_digest="sha256:" + "a" * 64, model_pin=model_pin
+    )
+    chained = catalog.plan(run_command("run recipe=dpo-tiny base=sft-tiny-0123456789"), base=base)
+    assert chained.params["model_name_or_path"] == "outputs/model" and chained.params["base_run"] == "u" * 32
+    assert chained.params["base_model_digest"] == base.model_digest
+    assert chained.provenance["base_run"].startswith("command line: base=sft-tiny-0123456789")
+    assert chained.pins["model"] == model_pin and chained.pins["base"] == f"sft-tiny-0123456789@{base.model_digest}"
+    init = chained.operation["runPatch"]["init"]
+    assert init == [{"artifacts": {"dirs": [f"{'u' * 32}/outputs/model"]}}]
+    other = ChainBase(run_name="q", run_uuid="v" * 32, model_digest="sha256:" + "b" * 64, model_pin="other@sha256:1")
+    with pytest.raises(PlanError, match="base=q trained other@sha256:1; recipe dpo-tiny starts from"):
+        catalog.plan(run_command("run recipe=dpo-tiny base=q"), base=other)
+    assert "does not train a TRL model" in refusal(catalog, "run recipe=quickstart base=q")
+    with pytest.raises(PlanError, match="was not looked up"):
+        plan(catalog, "run recipe=dpo-tiny base=q")

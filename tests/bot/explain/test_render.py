@@ -167,8 +167,8 @@ def test_long_lists_are_split_and_capped(tmp_path: Path) -> None:
 
 def test_usage_and_help_name_force_and_max_steps() -> None:
     assert USAGE["run"] == (
-        "/finetune run recipe=NAME [preset=P[,P2…]] [dataset=NAME] [rewards=F1,F2] [KEY=VALUE …] [--dry-run] "
-        "[--force] [--skip-preflight]"
+        "/finetune run recipe=NAME [preset=P[,P2…]] [dataset=NAME] [rewards=F1,F2] [base=RUN] [KEY=VALUE …] "
+        "[--dry-run] [--force] [--skip-preflight]"
     )
     assert USAGE["resume"] == "/finetune resume RUN [checkpoint=latest|step-N] [max_steps=N]"
     run_help, resume_help = texts(render_help("run")), texts(render_help("resume"))
