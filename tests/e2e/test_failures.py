@@ -9,7 +9,6 @@ that is not approved never starts, locally as on a cluster).
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from storage.models import Run
 from tests.e2e.conftest import ALICE, CHANNEL, REPO, LiveBot, reply_text, start_live_bot
 from tests.e2e.test_lifecycle import run_name_in
 from tests.fixtures.slack import wait_for
+from tests.manifests.catalog_repo import copy_manifests
 
 pytestmark = [pytest.mark.polyaxon, pytest.mark.trainer]
 
@@ -35,7 +35,7 @@ RETRY = {"max": 2, "on": ["preempted", "node_lost"]}
 def _test_catalog(root: Path) -> Path:
     """Shipped catalog + `sft-tiny-retry`, `sft-tiny-broken` (bf16 on CPU: a code error) and a `held` preset."""
     catalog = root / "manifests"
-    shutil.copytree(REPO / "manifests", catalog, ignore=shutil.ignore_patterns("datasets"))
+    copy_manifests(catalog)
     recipe: dict[str, Any] = yaml.safe_load((REPO / "manifests/recipes/sft-tiny.yaml").read_text())
     # The test catalog lives elsewhere: point the local pins at the repository's files.
     recipe["model"] = {**recipe["model"], "path": str(REPO / recipe["model"]["path"])}

@@ -8,7 +8,6 @@ learning rate may be negative (SGD refuses it: a trial that fails fast) and one 
 from __future__ import annotations
 
 import math
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from storage.models import Run, Sweep
 from tests.e2e.conftest import ALICE, BOB, CHANNEL, REPO, LiveBot, reply_text, start_live_bot
 from tests.e2e.test_lifecycle import run_name_in
 from tests.fixtures.slack import wait_for
+from tests.manifests.catalog_repo import copy_manifests
 
 pytestmark = [pytest.mark.polyaxon]
 
@@ -204,7 +204,7 @@ def _train_runs(bot: LiveBot) -> list[Run]:
 def _test_catalog(root: Path) -> Path:
     """The shipped catalog plus `quickstart-flaky` (lr may be negative) and `quickstart-target` (accuracy 0.5)."""
     catalog = root / "manifests"
-    shutil.copytree(REPO / "manifests", catalog, ignore=shutil.ignore_patterns("datasets"))
+    copy_manifests(catalog)
     recipe: dict[str, Any] = yaml.safe_load((REPO / "manifests/recipes/quickstart.yaml").read_text())
     flaky = {**recipe, "name": "quickstart-flaky", "description": "Quick start; lr below 0 fails the trial."}
     flaky["overrides"] = {**recipe["overrides"], "lr": {"type": "float in [-1, 1]"}}

@@ -8,7 +8,6 @@ The local agent runs jobs as processes whatever they request, so a quick start o
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from tests.e2e.conftest import ALICE, BOB, CHANNEL, REPO, LiveBot, reply_text, s
 from tests.e2e.test_forms import form_run_name, open_form
 from tests.e2e.test_lifecycle import run_name_in
 from tests.fixtures.slack import wait_for
+from tests.manifests.catalog_repo import copy_manifests
 
 pytestmark = [pytest.mark.polyaxon]
 
@@ -41,7 +41,7 @@ GPU_LOCAL = {
 
 def _catalog(root: Path) -> Path:
     catalog = root / "manifests"
-    shutil.copytree(REPO / "manifests", catalog, ignore=shutil.ignore_patterns("datasets"))
+    copy_manifests(catalog)
     recipe = yaml.safe_load((REPO / "manifests/recipes/quickstart.yaml").read_text())
     recipe["code"] = {"path": str(REPO / recipe["code"]["path"])}  # the test catalog lives elsewhere
     (catalog / "recipes/quickstart.yaml").write_text(yaml.safe_dump(recipe))

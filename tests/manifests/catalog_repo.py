@@ -41,6 +41,17 @@ def make_repo(root: Path, *, with_model: bool = True) -> Path:
     return root / "manifests"
 
 
+def copy_manifests(catalog: Path) -> Path:
+    """Copy manifests/ to `catalog` without the datasets' data (their entries stay): a test catalog that lives
+    elsewhere points its recipes' local pins back at the repository's files."""
+
+    def data(directory: str, names: list[str]) -> list[str]:
+        return [name for name in names if not name.endswith(".yaml")] if Path(directory).name == "datasets" else []
+
+    shutil.copytree(MANIFESTS, catalog, ignore=data)
+    return catalog
+
+
 def write(catalog_dir: Path, relative: str, text: str) -> Path:
     """Write (or overwrite) one manifest file of a test catalog."""
     path = catalog_dir / relative
