@@ -95,7 +95,10 @@ class Catalog:
             recipe = with_dataset(recipe, chosen.dataset)
         derived: dict[str, tuple[Any, str]] = {}
         if (chosen.base is None) != (base is None):
-            raise PlanError(f"base={chosen.base or ''}: the run it names was not looked up (internal error)")
+            raise PlanError(
+                f"base={chosen.base or ''}: only `/finetune run` starts from another run's model; a sweep, a preflight "
+                "or the run form starts from the recipe's own"
+            )
         if base is not None:
             derived.update(base.params())
         if chosen.rewards:

@@ -12,7 +12,7 @@ import pytest
 from bot.catalog import Catalog, CatalogError, PlanError
 from bot.catalog.check import check_catalog
 from bot.catalog.trainers import PROCEDURES, TRAINER_KINDS, component_trainer, reward_metric
-from bot.grammar import RunCommand, parse_command
+from bot.grammar import RunCommand, SweepCommand, parse_command
 from tests.manifests.catalog_repo import write
 
 ALIGN_RECIPES = ("dpo-tiny", "kto-tiny", "reward-tiny", "grpo-tiny", "rloo-tiny")
@@ -250,5 +250,9 @@ def test_a_chained_run_starts_from_its_bases_model_copied_in_and_pinned_by_diges
     with pytest.raises(PlanError, match="base=q trained other@sha256:1; recipe dpo-tiny starts from"):
         catalog.plan(run_command("run recipe=dpo-tiny base=q"), base=other)
     assert "does not train a TRL model" in refusal(catalog, "run recipe=quickstart base=q")
-    with pytest.raises(PlanError, match="was not looked up"):
+    with pytest.raises(PlanError, match="only `/finetune run` starts from another run's model"):
         plan(catalog, "run recipe=dpo-tiny base=q")
+    sweep = parse_command("sweep recipe=dpo-tiny lr=1e-3,2e-3 base=q")
+    assert isinstance(sweep, SweepCommand)
+    with pytest.raises(PlanError, match="recipe dpo-tiny has no key 'base'"):  # a sweep trains the recipe's model
+        catalog.plan_sweep(sweep)
