@@ -4,6 +4,7 @@ the training split (digest checked, columns checked against the trainer) and the
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,25 @@ from trainer.evaluation import EvalContract, select_rows
 from trainer.trainers import TrainerSpec, missing_columns
 
 logger = logging.getLogger("trainer")
+
+
+def offline_when_local(*names: str) -> bool:
+    """Go offline (no Hub request at all) when every name is a local path — the model, the data and the eval data
+    of a run that needs nothing from the Hub; True when it did.
+
+    The variables are set for what is imported later; the libraries read them once at import, and a job forked from
+    a preloaded interpreter (the local agent's) imported them already, so their flags are set too.
+    """
+    if not names or not all(name and Path(name).exists() for name in names):
+        return False
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["HF_DATASETS_OFFLINE"] = "1"
+    import datasets.config
+    import huggingface_hub.constants
+
+    huggingface_hub.constants.HF_HUB_OFFLINE = True
+    datasets.config.HF_HUB_OFFLINE = datasets.config.HF_DATASETS_OFFLINE = True
+    return True
 
 
 class BaseModelError(ValueError):

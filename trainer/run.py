@@ -112,6 +112,7 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
         load_eval_dataset,
         load_model_and_tokenizer,
         load_train_dataset,
+        offline_when_local,
         resolve_base_model,
     )
     from trainer.probe import RankProbeCallback
@@ -156,6 +157,9 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
     except BaseModelError as exc:
         logger.error("cannot start from the base run: %s", exc)
         return EXIT_BAD_BASE
+    evaluated = [eval_args.eval_dataset_name] if eval_args.eval_dataset_name else []
+    if offline_when_local(model_args.model_name_or_path, script_args.dataset_name, *evaluated):
+        logger.info("model and data are local: no Hub requests (HF_HUB_OFFLINE)")
     model, tokenizer = load_model_and_tokenizer(spec, model_args, training_args)
     train_dataset, train_digest = load_train_dataset(spec, script_args)
     eval_dataset = load_eval_dataset(contract)
