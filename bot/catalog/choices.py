@@ -237,3 +237,26 @@ def generation_problem(kind: TrainerKind | None, params: dict[str, Any]) -> str 
             f"e.g. batch_size={fits // int(params.get('gradient_accumulation_steps') or 1) or group}"
         )
     return None
+
+
+GROUP_INPUTS = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations")
+
+
+def swept_groups_problem(
+    kind: TrainerKind | None, fixed: dict[str, Any], swept: dict[str, list[Any] | None]
+) -> str | None:
+    """Why some trial of a GRPO/RLOO sweep would not hold whole groups of completions, or None.
+
+    `swept` maps each swept input to its listed values (the group inputs are ints, which a sweep only lists)."""
+    if kind is None or not kind.takes_rewards:
+        return None
+    grouped = {name: values for name, values in swept.items() if name in GROUP_INPUTS}
+    combos: list[dict[str, Any]] = [dict(fixed)]
+    for name, values in grouped.items():
+        combos = [{**combo, name: value} for combo in combos for value in values or []]
+    for combo in combos:
+        problem = generation_problem(kind, combo)
+        if problem:
+            trial = ", ".join(f"{name}={combo[name]}" for name in grouped)
+            return f"the trial with {trial}: {problem}"
+    return None

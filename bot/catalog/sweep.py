@@ -20,12 +20,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from bot.catalog.choices import swept_groups_problem
 from bot.catalog.contract import primary_metric
 from bot.catalog.errors import PlanError
 from bot.catalog.gate import MEMORY_PARAMS
 from bot.catalog.manifests import Component, Recipe
 from bot.catalog.overrides import NotAnIntError, OverrideSpec, find_override
 from bot.catalog.plan import Plan
+from bot.catalog.trainers import component_trainer
 from bot.grammar import RunCommand, Scalar, SweepAxis, SweepCommand, scalar_text
 from bot.polyaxon.spec import OperationSpecError, check_operation
 
@@ -94,6 +96,10 @@ def plan_sweep(
         memory, fitting = plan.memory, plan.fitting_presets
         plan = plan_run(base)
         plan.memory, plan.fitting_presets = memory, fitting
+    lists = {swept.input: (list(swept.values) if swept.kind == "choice" else None) for swept in space}
+    problem = swept_groups_problem(component_trainer(component), plan.params, lists)
+    if problem:
+        raise PlanError(f"sweep of {recipe.name}: {problem}")
     # The first metric the recipe lists ranks the trials (the stored contract keeps its metrics sorted).
     metric, higher = primary_metric({"primary_metric": recipe.spec.eval.metrics[0]})
     target = recipe.spec.eval.target

@@ -256,3 +256,17 @@ def test_a_chained_run_starts_from_its_bases_model_copied_in_and_pinned_by_diges
     assert isinstance(sweep, SweepCommand)
     with pytest.raises(PlanError, match="recipe dpo-tiny has no key 'base'"):  # a sweep trains the recipe's model
         catalog.plan_sweep(sweep)
+
+
+def test_a_grpo_sweep_checks_every_trials_groups_before_it_starts(catalog: Catalog) -> None:
+    def sweep(text: str) -> Any:
+        cmd = parse_command(text)
+        assert isinstance(cmd, SweepCommand)
+        return catalog.plan_sweep(cmd)
+
+    assert sweep("sweep recipe=grpo-tiny batch_size=2,4,6 --dry-run").trials == 3
+    with pytest.raises(PlanError, match="the trial with per_device_train_batch_size=3: GRPO generates"):
+        sweep("sweep recipe=grpo-tiny batch_size=3,4")
+    with pytest.raises(PlanError, match=r"num_generations is int 2\.\.16, and uniform samples real numbers"):
+        sweep("sweep recipe=grpo-tiny num_generations=uniform(2,8) mode=random trials=3")
+    assert sweep("sweep recipe=dpo-tiny batch_size=3,5 --dry-run").trials == 2  # DPO has no groups
