@@ -130,7 +130,8 @@ def take_choices(
         reward_names = choose_rewards(str(chosen_rewards), rewards)
     if kind is not None and kind.takes_rewards:
         data = entry or dataset_entry(recipe.spec.dataset, datasets)
-        lacking = missing_reads(reward_names, rewards, data.columns_of(split)) if data is not None else None
+        read = data.columns.get(split) if data is not None else None  # unbuilt local data: checked by the job
+        lacking = missing_reads(reward_names, rewards, read) if read is not None else None
         if lacking and data is not None:
             raise PlanError(f"{lacking}, which dataset {data.name} lacks")
         problem = contract_problem(kind, recipe.spec, reward_names)
@@ -204,7 +205,8 @@ def check_recipe(
             problem = format_problem(kind, entry, spec.dataset.split)
             if problem:
                 raise CatalogError(rel, "dataset", problem)
-            lacking = missing_reads(tuple(spec.rewards), rewards, entry.columns_of(spec.dataset.split))
+            read = entry.columns.get(spec.dataset.split)  # a local dataset not built yet: the job checks its columns
+            lacking = missing_reads(tuple(spec.rewards), rewards, read) if read is not None else None
             if lacking:
                 raise CatalogError(rel, "rewards", f"{lacking}, which dataset {entry.name} lacks")
         if kind.takes_rewards and not spec.rewards:

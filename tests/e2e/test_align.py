@@ -44,26 +44,47 @@ def polyaxon_runs(bot: LiveBot) -> int:
     return len(bot.runtime.services.gateway.list_runs(limit=100))
 
 
-def test_dpo_runs_to_its_preference_metrics_then_outputs_compare_and_register(live_bot: LiveBot) -> None:
-    names = [run_name_in(live_bot.command(f"run recipe=dpo-tiny beta={beta}")) for beta in (0.1, 0.2)]
-    first, second = (live_bot.wait_status(name, {"succeeded"}, timeout=300) for name in names)
-    live_bot.wait_card(first, "succeeded", "eval_preference_accuracy")
+def test_dpo_alone_and_chained_on_an_sft_run_then_outputs_compare_and_register(live_bot: LiveBot) -> None:
+    sft_name = run_name_in(live_bot.command("run recipe=sft-tiny max_steps=20 save_steps=20"))
+    plain_name = run_name_in(live_bot.command("run recipe=dpo-tiny beta=0.1"))
+    plain = live_bot.wait_status(plain_name, {"succeeded"}, timeout=300)
+    live_bot.wait_card(plain, "succeeded", "eval_preference_accuracy")
     # The trainer's own evaluation (procedure pref-v1), under the contract the catalog pinned.
-    metrics = dict(live_bot.run_named(first.name).last_metrics or {})
+    metrics = dict(live_bot.run_named(plain_name).last_metrics or {})
     assert 0.5 <= float(metrics["eval_preference_accuracy"]) <= 1.0, metrics  # the tiny pattern is learnt
-    outputs = reply_text(live_bot.command(f"outputs {first.name}"))
+    outputs = reply_text(live_bot.command(f"outputs {plain_name}"))
     assert "confirmed" in outputs and "not confirmed" not in outputs, outputs
     [upload] = [f for f in live_bot.standin.files() if f.get("name", "").endswith("eval_results.json")]
     document = json.loads(upload["content"])
-    assert document["contract_hash"] == first.eval_contract_hash
+    assert document["contract_hash"] == plain.eval_contract_hash
     assert document["contract"]["procedure_version"] == "pref-v1"
     assert set(document["metrics"]) == {"eval_preference_accuracy", "eval_reward_margin"}, document["metrics"]
 
-    assert "Posted the comparison" in reply_text(live_bot.command(f"compare {first.name} {second.name}"))
-    table = comparison(live_bot, live_bot.run_named(first.name))
+    # DPO on the SFT run's final model: only once `outputs` confirmed it, then pinned by the digest it recorded.
+    live_bot.wait_status(sft_name, {"succeeded"}, timeout=300)
+    refused = reply_text(live_bot.command(f"run recipe=dpo-tiny base={sft_name}"))
+    assert "outputs are not confirmed" in refused and f"/finetune outputs {sft_name}" in refused, refused
+    assert "not confirmed" not in reply_text(live_bot.command(f"outputs {sft_name}"))
+    sft = live_bot.run_named(sft_name)
+    digest = (sft.outputs_check or {})["model_digest"]
+    chained_name = run_name_in(live_bot.command(f"run recipe=dpo-tiny base={sft_name} beta=0.2"))
+    chained = live_bot.wait_status(chained_name, {"succeeded"}, timeout=300)
+    assert chained.pins["base"] == f"{sft_name}@{digest}" and chained.pins["model"] == sft.pins["model"]
+    assert chained.params["base_run"] == sft.polyaxon_uuid and chained.params["base_model_digest"] == digest
+    assert chained.params["model_name_or_path"] == "outputs/model"
+    live_bot.wait_card(chained, "succeeded", f"base `{sft_name}@")
+    # The job loaded the SFT run's model, checked against the digest its outputs recorded.
+    assert "Posted the last" in reply_text(live_bot.command(f"logs {chained_name} lines=200"))
+    posted = [bytes(f["content"]).decode(errors="replace") for f in live_bot.standin.files() if f.get("content")]
+    shown = "\n".join([*live_bot.thread(live_bot.run_named(chained_name)), *posted])
+    assert f"starting from base run {sft.polyaxon_uuid}'s model" in shown and f"({digest})" in shown, shown[-3000:]
+
+    # Same eval contract: compared on the preference metrics, what differs shown.
+    assert "Posted the comparison" in reply_text(live_bot.command(f"compare {plain_name} {chained_name}"))
+    table = comparison(live_bot, live_bot.run_named(plain_name))
     assert "eval_preference_accuracy" in table and "beta" in table, table
 
-    reply = reply_text(live_bot.command(f"register {first.name} model=tiny-dpo"))
+    reply = reply_text(live_bot.command(f"register {plain_name} model=tiny-dpo"))
     assert "approval request" in reply, reply
     with live_bot.runtime.services.sessions() as s:
         [request] = list(repos.list_approval_requests(s, model="tiny-dpo"))
@@ -105,25 +126,3 @@ def test_data_in_another_format_or_an_unknown_reward_is_refused_before_anything_
     free = reply_text(live_bot.command("run recipe=dpo-tiny dataset=/tmp/mine.jsonl"))
     assert "never by path or URL" in free, free
     assert polyaxon_runs(live_bot) == before
-
-
-def test_base_run_chains_sft_into_dpo_from_its_confirmed_final_model(live_bot: LiveBot) -> None:
-    sft_name = run_name_in(live_bot.command("run recipe=sft-tiny max_steps=20 save_steps=20"))
-    sft = live_bot.wait_status(sft_name, {"succeeded"}, timeout=300)
-    refused = reply_text(live_bot.command(f"run recipe=dpo-tiny base={sft_name}"))
-    assert "outputs are not confirmed" in refused and f"/finetune outputs {sft_name}" in refused, refused
-    assert "not confirmed" not in reply_text(live_bot.command(f"outputs {sft_name}"))
-    sft = live_bot.run_named(sft_name)
-    digest = (sft.outputs_check or {})["model_digest"]
-
-    dpo_name = run_name_in(live_bot.command(f"run recipe=dpo-tiny base={sft_name}"))
-    dpo = live_bot.wait_status(dpo_name, {"succeeded"}, timeout=300)
-    assert dpo.pins["base"] == f"{sft_name}@{digest}" and dpo.pins["model"] == sft.pins["model"]
-    assert dpo.params["base_run"] == sft.polyaxon_uuid and dpo.params["base_model_digest"] == digest
-    assert dpo.params["model_name_or_path"] == "outputs/model"
-    live_bot.wait_card(dpo, "succeeded", f"base `{sft_name}@")
-    # The job loaded the SFT run's model, checked against the digest its outputs recorded.
-    assert "Posted the last" in reply_text(live_bot.command(f"logs {dpo_name} lines=200"))
-    posted = [bytes(f["content"]).decode() for f in live_bot.standin.files() if f.get("content")]
-    shown = "\n".join([*live_bot.thread(live_bot.run_named(dpo_name)), *posted])
-    assert f"starting from base run {sft.polyaxon_uuid}'s model" in shown and f"({digest})" in shown, shown[-3000:]

@@ -151,7 +151,9 @@ def test_resume_loads_one_checkpoint_says_which_and_copies_only_that_one(
     # The run's folder in the store is a mirror of its context folder, synced every few seconds while it runs: a
     # run that starts fast can tell its resume before the first sync has copied the checkpoint there.
     copied = wait_for(lambda: (names := {p.name for p in outputs.glob("checkpoint-*")}) and names, timeout=60)
-    assert f"checkpoint-{step}" in copied and "checkpoint-5" not in copied, copied
+    # Only the chosen checkpoint was copied in: nothing older is there. (The child keeps training and rotating its
+    # own checkpoints, so by the first mirror the copied one may already be rotated out.)
+    assert min(int(name.removeprefix("checkpoint-")) for name in copied) >= step, copied
     live_bot.command(f"stop {child_name}")
     live_bot.wait_status(child_name, {"stopped", "succeeded"}, timeout=120)
 
