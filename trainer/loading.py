@@ -38,16 +38,23 @@ class BaseModelError(ValueError):
     """The base run's model folder is missing, or is not the one its outputs recorded."""
 
 
-def resolve_base_model(script_args: Any, model_args: Any, context_root: Path) -> None:
+def in_run_artifacts(path: Path, run: str, context_root: Path | None = None) -> Path:
+    """Where `path`, written by run `run`, is in this job: as given when absolute or no run is named, else inside
+    that run's artifacts, which Polyaxon's init step copies to `<context root>/artifacts/<run>/`."""
+    if path.is_absolute() or not run:
+        return path
+    root = context_root or Path(os.environ.get("POLYAXON_CONTEXT_ROOT", "/plx-context"))
+    return root / "artifacts" / run / path
+
+
+def resolve_base_model(script_args: Any, model_args: Any, context_root: Path | None = None) -> None:
     """With `--base_run`, point `--model_name_or_path` at that run's model folder in this run's context (where the init
     step copied it) once its content matches `--base_model_digest` (never a silently different model)."""
     from trainer.digests import file_entries, folder_digest
 
     if not script_args.base_run:
         return
-    folder = Path(model_args.model_name_or_path)
-    if not folder.is_absolute():
-        folder = context_root / "artifacts" / script_args.base_run / folder
+    folder = in_run_artifacts(Path(model_args.model_name_or_path), script_args.base_run, context_root)
     if not folder.is_dir():
         raise BaseModelError(f"the base run's model {folder} is not there (the init step copies it)")
     actual = folder_digest(file_entries(folder))

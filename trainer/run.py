@@ -153,7 +153,7 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
     if script_args.base_run:
         model_pin = f"run {script_args.base_run}: {model_pin}@{script_args.base_model_digest}"
     try:
-        resolve_base_model(script_args, model_args, Path(os.environ.get("POLYAXON_CONTEXT_ROOT", "/plx-context")))
+        resolve_base_model(script_args, model_args)
     except BaseModelError as exc:
         logger.error("cannot start from the base run: %s", exc)
         return EXIT_BAD_BASE

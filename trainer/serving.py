@@ -236,10 +236,9 @@ def remeasure(engine: TransformersEngine, prompts: Sequence[Any], max_new_tokens
 def resolve_checkpoint(checkpoint: Path, model_run: str) -> Path:
     """Where the checkpoint is: as given, or inside the model run's artifacts (Polyaxon's init step copies them
     to `<context root>/artifacts/<run>/`, where the run's own pod had written them)."""
-    if checkpoint.is_absolute() or not model_run:
-        return checkpoint
-    context_root = Path(os.environ.get("POLYAXON_CONTEXT_ROOT", "/plx-context"))
-    return context_root / "artifacts" / model_run / checkpoint
+    from trainer.loading import in_run_artifacts
+
+    return in_run_artifacts(checkpoint, model_run)
 
 
 def run_check(options: argparse.Namespace, report: dict[str, Any], stop: SignalStop) -> None:

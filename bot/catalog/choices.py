@@ -15,7 +15,7 @@ from typing import Any
 
 from bot.catalog.datasets import DatasetEntry
 from bot.catalog.errors import CatalogError, PlanError
-from bot.catalog.formats import mismatch, trainer_takes
+from bot.catalog.formats import TRAINER_TITLES, mismatch, trainer_takes
 from bot.catalog.manifests import Component, DatasetRef, Recipe, RecipeFile
 from bot.catalog.rewards import RewardFunction, choose_rewards, missing_reads
 from bot.catalog.trainers import TrainerKind, component_trainer, unknown_metrics
@@ -89,6 +89,16 @@ def format_problem(kind: TrainerKind, entry: DatasetEntry, split: str) -> str | 
     return mismatch(kind.name, entry.name, data, entry.columns_of(split))
 
 
+def reward_columns_problem(
+    names: tuple[str, ...], rewards: dict[str, RewardFunction], entry: DatasetEntry | None, split: str
+) -> str | None:
+    """Why the dataset cannot feed these reward functions (a column one reads is missing from `split`), or None; a
+    local dataset not built yet, whose rows were not read, is checked by the job instead."""
+    read = entry.columns.get(split) if entry is not None else None
+    lacking = missing_reads(names, rewards, read) if read is not None else None
+    return f"{lacking}, which dataset {entry.name} lacks" if lacking and entry is not None else None
+
+
 def contract_problem(kind: TrainerKind, spec: RecipeFile, rewards: tuple[str, ...]) -> str | None:
     """Why the recipe's eval contract is not what its trainer writes, or None."""
     if spec.eval is None:
@@ -129,11 +139,11 @@ def take_choices(
             raise PlanError(f"recipe {recipe.name} trains with no reward functions; rewards= is for GRPO and RLOO")
         reward_names = choose_rewards(str(chosen_rewards), rewards)
     if kind is not None and kind.takes_rewards:
-        data = entry or dataset_entry(recipe.spec.dataset, datasets)
-        read = data.columns.get(split) if data is not None else None  # unbuilt local data: checked by the job
-        lacking = missing_reads(reward_names, rewards, read) if read is not None else None
-        if lacking and data is not None:
-            raise PlanError(f"{lacking}, which dataset {data.name} lacks")
+        lacking = reward_columns_problem(
+            reward_names, rewards, entry or dataset_entry(recipe.spec.dataset, datasets), split
+        )
+        if lacking:
+            raise PlanError(lacking)
         problem = contract_problem(kind, recipe.spec, reward_names)
         if problem:
             raise PlanError(f"recipe {recipe.name}'s eval contract with rewards={','.join(reward_names)}: {problem}")
@@ -205,10 +215,9 @@ def check_recipe(
             problem = format_problem(kind, entry, spec.dataset.split)
             if problem:
                 raise CatalogError(rel, "dataset", problem)
-            read = entry.columns.get(spec.dataset.split)  # a local dataset not built yet: the job checks its columns
-            lacking = missing_reads(tuple(spec.rewards), rewards, read) if read is not None else None
+            lacking = reward_columns_problem(tuple(spec.rewards), rewards, entry, spec.dataset.split)
             if lacking:
-                raise CatalogError(rel, "rewards", f"{lacking}, which dataset {entry.name} lacks")
+                raise CatalogError(rel, "rewards", lacking)
         if kind.takes_rewards and not spec.rewards:
             raise CatalogError(rel, "rewards", f"a {kind.name} recipe names its default reward functions")
         problem = contract_problem(kind, spec, tuple(spec.rewards))
@@ -230,11 +239,11 @@ def generation_problem(kind: TrainerKind | None, params: dict[str, Any]) -> str 
     group = int(params.get("num_generations") or 0)
     batch = int(params.get("per_device_train_batch_size") or 1) * int(params.get("gradient_accumulation_steps") or 1)
     if group < 2:
-        return f"num_generations={group}: {kind.name.upper()} compares at least 2 completions of each prompt"
+        return f"num_generations={group}: {TRAINER_TITLES[kind.name]} compares at least 2 completions of each prompt"
     if batch % group:
         fits = -(-batch // group) * group
         return (
-            f"{kind.name.upper()} generates num_generations={group} completions of each prompt, so the batch "
+            f"{TRAINER_TITLES[kind.name]} generates num_generations={group} completions of each prompt, so the batch "
             f"(batch size x gradient accumulation = {batch}) must hold whole groups: a multiple of {group}, "
             f"e.g. batch_size={fits // int(params.get('gradient_accumulation_steps') or 1) or group}"
         )
