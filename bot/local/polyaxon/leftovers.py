@@ -19,7 +19,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bot.local.polyaxon.config import StackLayout
-from bot.local.polyaxon.procs import command_line, kill_group, kill_recorded_group, parent_pid, start_ticks
+from bot.local.polyaxon.procs import (
+    command_line,
+    group_running,
+    kill_group,
+    kill_recorded_group,
+    parent_pid,
+    start_ticks,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -116,15 +123,22 @@ def kill_jobs(jobs: Path, *, drop_records: bool) -> None:
     """
     if not jobs.is_dir():
         return
+    killed: list[int] = []
     for record_path in jobs.glob("*.json"):
         try:
             entry = json.loads(record_path.read_text())
             pgid = int(entry["pgid"])
         except (OSError, ValueError, KeyError):
             continue
-        kill_recorded_group(pgid, entry.get("start_ticks"), signal.SIGKILL)
+        if kill_recorded_group(pgid, entry.get("start_ticks"), signal.SIGKILL):
+            killed.append(pgid)
         if drop_records:
             record_path.unlink(missing_ok=True)
+    # SIGKILL is asynchronous: a killed process may still be tearing down when killpg returns. Whoever stops the
+    # stack is told it has stopped only when no member of those groups runs any more.
+    deadline = time.monotonic() + STOP_GRACE_S
+    while any(group_running(pgid) for pgid in killed) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _stop(pid: int) -> None:

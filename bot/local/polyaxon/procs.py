@@ -45,6 +45,22 @@ def group_alive(pgid: int) -> bool:
         return False
 
 
+def group_running(pgid: int) -> bool:
+    """Whether a member of the group still runs; unlike `group_alive`, zombies do not count (in a container
+    whose pid 1 reaps nothing they stay in the table for good)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # fields[0] is the state, fields[2] the process group.
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
