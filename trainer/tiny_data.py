@@ -18,7 +18,7 @@ TRAIN_ROWS = 256
 EVAL_ROWS = 32
 SEED = 20240601
 
-_CAPITALS = [
+CAPITALS = [
     ("France", "Paris"),
     ("Italy", "Rome"),
     ("Spain", "Madrid"),
@@ -54,7 +54,7 @@ def _pair(rng: random.Random) -> tuple[str, str]:
         a, b = rng.randrange(10), rng.randrange(10)
         return f"What is {a} plus {b}?", f"{a} plus {b} is {a + b}."
     if kind == 1:
-        country, city = rng.choice(_CAPITALS)
+        country, city = rng.choice(CAPITALS)
         return f"What is the capital of {country}?", f"The capital of {country} is {city}."
     if kind == 2:
         thing, colour = rng.choice(_COLOURS)
