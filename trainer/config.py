@@ -125,8 +125,8 @@ class EvalArguments:
     eval_metrics: str = field(
         default="eval_loss,eval_perplexity",
         metadata={
-            "help": "Comma-separated metric names to report (see trainer.evaluation.PROCEDURE_METRICS); the default "
-            "depends on --trainer."
+            "help": "Comma-separated metric names to report (see trainer.evaluation.PROCEDURE_METRICS; a harness "
+            "contract: TASK.METRIC); the default depends on --trainer."
         },
     )
     eval_procedure_version: str = field(
@@ -135,10 +135,33 @@ class EvalArguments:
             "help": "Version of the evaluation procedure (see trainer.evaluation); the default depends on --trainer."
         },
     )
-    eval_seed: int = field(default=0, metadata={"help": "Seed of the evaluation row selection."})
+    eval_seed: int = field(
+        default=0, metadata={"help": "Seed of the evaluation row selection (a harness contract: lm-eval's seeds)."}
+    )
     eval_contract_hash: str = field(
         default="",
         metadata={"help": "Expected hash of the eval contract; the run refuses to start when it differs."},
+    )
+    # A harness contract (trainer.harness, procedure lm-eval-v1) instead of an eval dataset: the final model only.
+    eval_harness: str = field(
+        default="",
+        metadata={"help": "`lm-eval`: evaluate the final model with lm-evaluation-harness (trainer.harness)."},
+    )
+    eval_harness_version: str = field(
+        default="", metadata={"help": "The lm-eval version the contract pins; the run refuses any other."}
+    )
+    eval_tasks: str = field(
+        default="",
+        metadata={"help": "Comma-separated harness tasks NAME@VERSION@sha256:HEX (task.yaml version, folder digest)."},
+    )
+    eval_tasks_dir: str = field(
+        default="manifests/evals/tasks",
+        metadata={"help": "Folder holding one folder per harness task (task.yaml and its data files)."},
+    )
+    eval_num_fewshot: int = field(default=0, metadata={"help": "Few-shot examples per harness prompt."})
+    eval_limit: int = field(default=0, metadata={"help": "Harness documents per task; 0 means every document."})
+    eval_chat_template: bool = field(
+        default=False, metadata={"help": "Render harness prompts through the tokenizer's chat template."}
     )
 
 

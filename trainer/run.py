@@ -35,6 +35,7 @@ from trainer.digests import file_sha256
 from trainer.evaluation import (
     V1_EVAL_BATCH_SIZE,
     EvalContract,
+    EvalContractError,
     best_metric,
     check_contract_fits,
     contract_from_args,
@@ -42,6 +43,7 @@ from trainer.evaluation import (
     eval_results,
     report_metrics,
 )
+from trainer.harness import HarnessContract, prepare_harness
 from trainer.provenance import git_revision, library_versions, local_recipe_hash, model_outputs
 from trainer.trainers import trainer_spec
 
@@ -99,6 +101,24 @@ def configure_retention(training_args: Any, contract: EvalContract | None, keep_
     return keep, True
 
 
+def check_harness_fits(harness: HarnessContract, trainer: str, model_head: str) -> None:
+    """Refuse a harness contract where the harness cannot run: a reward model (no LM head), several processes."""
+    if model_head != "causal-lm":
+        raise EvalContractError(f"--trainer {trainer} trains a {model_head} model; lm-eval evaluates causal LMs only")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise EvalContractError(
+            f"the {harness.procedure_version} harness runs in a single process; this run has WORLD_SIZE "
+            f"{os.environ['WORLD_SIZE']} (use the single-process component)"
+        )
+
+
+def _pinned_contract_hash(contract: EvalContract | None, harness: HarnessContract | None) -> str:
+    """The hash of the run's eval contract (a dataset contract or a harness contract), or "" without one."""
+    if harness is not None:
+        return harness.hash()
+    return contract_hash(contract.fields()) if contract else ""
+
+
 def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) -> int:
     """Train, checkpoint, evaluate and track one run of the trainer `script_args.trainer`; return the exit code."""
     import transformers
@@ -135,6 +155,10 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
     output_dir = resolve_output_dir(training_args.output_dir, in_polyaxon)
     training_args.output_dir = str(output_dir)
 
+    # A harness contract (trainer.harness) is checked first: its tasks' digests and versions before anything loads.
+    harness = prepare_harness(eval_args)
+    if harness is not None:
+        check_harness_fits(harness[0], spec.name, spec.model_head)
     contract = contract_from_args(eval_args)
     if contract is not None:
         check_contract_fits(contract, spec.name, spec.procedure, reward_names)
@@ -170,6 +194,9 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
             training_args.eval_strategy = "steps"
     if contract is not None:
         training_args.per_device_eval_batch_size = V1_EVAL_BATCH_SIZE
+    if harness is not None and training_args.eval_strategy != "no":
+        logger.info("eval_strategy %s -> no: the harness evaluates the final model only", training_args.eval_strategy)
+        training_args.eval_strategy = "no"
     keep, keep_best = configure_retention(training_args, contract, script_args.keep_best_checkpoint)
 
     pins = {
@@ -182,7 +209,7 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
         "image_digest": script_args.image_digest,
         "recipe_name": script_args.recipe_name,
         "recipe_hash": recipe_hash,
-        "eval_contract_hash": contract_hash(contract.fields()) if contract else "",
+        "eval_contract_hash": _pinned_contract_hash(contract, harness[0] if harness else None),
     }
     params = {
         "config": {
@@ -276,6 +303,21 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
             tokenizer.save_pretrained(str(model_dir))
             sink.log_outputs(model_outputs(model_dir))
             sink.log_artifact(model_dir, "model", "model")
+            if harness is not None:
+                from trainer.harness_run import evaluate_and_record
+
+                document = evaluate_and_record(
+                    *harness,
+                    model_dir,
+                    model_args.dtype,
+                    output_dir,
+                    sink,
+                    trainer.state.global_step,
+                    pins,
+                    base_model=model_args.model_name_or_path,
+                    base_revision=model_args.model_revision,
+                )
+                results.update(document["metrics"], eval_contract_hash=document["contract_hash"])
             sink.log_results(results)
         return 0
     finally:
