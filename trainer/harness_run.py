@@ -65,7 +65,8 @@ def model_arguments(model_dir: Path, dtype: str, base_model: str = "", base_revi
     adapter_config = model_dir / "adapter_config.json"
     if adapter_config.is_file():
         base = base_model or json.loads(adapter_config.read_text())["base_model_name_or_path"]
-        arguments.update(pretrained=base, peft=str(model_dir))
+        # The tokenizer (and its chat template) saved with the adapter, not the base's.
+        arguments.update(pretrained=base, peft=str(model_dir), tokenizer=str(model_dir))
         if base_revision:
             arguments["revision"] = base_revision
     return arguments

@@ -5,7 +5,8 @@ the trainer's spec. Added to TRL's scripts: pinned loading (model and data by id
 digest checked; `trainer.loading`), project defaults for CPU machines, tracking (Polyaxon inside a run, a JSONL
 file always), checkpoints under the run's outputs with a completeness marker and retention, resume from a
 complete checkpoint in the run's own outputs (never a silent fresh start), an orderly stop on SIGTERM, the fixed
-evaluation contract (`trainer.evaluation`, run by `trainer.procedures`), content digests of every checkpoint and
+evaluation contract (`trainer.evaluation`, run by `trainer.procedures`; or a harness contract, `trainer.harness`:
+lm-eval on the final model only, no in-training evaluation), content digests of every checkpoint and
 of the final model (`trainer.digests`), and the preflight's rank probe when `python -m trainer.preflight` runs it
 (`trainer.probe`).
 """
