@@ -3,6 +3,25 @@
 `evaluate_model` materializes the verified tasks, runs `lm_eval.simple_evaluate` and returns a `HarnessRun`;
 `harness_results` makes the `eval_results.json` document, `write_samples` the per-sample audit file,
 `harness_outputs` the run outputs the tracking sinks record. lm-eval is imported inside.
+
+`eval_results.json` of a harness contract (the keys of a dataset contract's, plus `stderr` and `harness`):
+
+    {"contract": HarnessContract.fields(), "contract_hash": "sha256:<hex>",
+     "metrics": {"TASK.METRIC": float, ...},            # exactly the contract's metrics
+     "stderr": {"TASK.METRIC": float | null, ...},      # same keys; null where lm-eval gives none ("N/A")
+     "harness": {"name": "lm-eval", "version": <installed lm-eval>,
+                 "tasks": {TASK: {"version": str, "hash": <lm-eval task hash, hex>, "digest": "sha256:<hex>",
+                                  "num_fewshot": int, "limit": int, "n_samples": <documents evaluated>}}},
+     "global_step": int (0 for `trainer.eval_run`), "pins": {...},
+     "subject": str}                                    # `trainer.eval_run --subject` only, when set
+
+`eval_samples.jsonl`: one line per evaluated document, tasks in name order, documents in lm-eval's order:
+`{"task", "doc_id", "doc_hash", "prompt_hash", "target_hash", "target", "filter", "filtered_resps", "metrics"}`
+(the three hashes are lm-eval's: the task hash can be recomputed from them).
+
+Run outputs: each metric `TASK.METRIC`, each non-null `TASK.METRIC_stderr`, `eval_task_hashes`
+("TASK=<hash>,..." sorted by task), `eval_harness_version`, `eval_results_digest`; the metrics are also logged as
+metrics at the run's global step.
 """
 
 from __future__ import annotations
@@ -159,7 +178,7 @@ def harness_results(
     pins: dict[str, Any],
     subject: str = "",
 ) -> dict[str, Any]:
-    """Return the `eval_results.json` document of a harness contract (see the report's keys in trainer.harness)."""
+    """Return the `eval_results.json` document of a harness contract (see the module docstring)."""
     metrics, stderr = harness_metrics(contract, run)
     pinned = {task.name: task for task in contract.tasks}
     n_samples = run.results.get("n-samples", {})
