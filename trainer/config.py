@@ -126,7 +126,7 @@ class EvalArguments:
         default="eval_loss,eval_perplexity",
         metadata={
             "help": "Comma-separated metric names to report (see trainer.evaluation.PROCEDURE_METRICS; a harness "
-            "contract: TASK.METRIC); the default depends on --trainer."
+            "contract: TASK-METRIC); the default depends on --trainer."
         },
     )
     eval_procedure_version: str = field(

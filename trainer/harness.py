@@ -2,13 +2,13 @@
 
 A recipe's harness contract names the harness and its exact version, the tasks (each by name, its task.yaml's
 `metadata.version`, and the digest of its folder), the few-shot count, the document limit, the seed, whether the
-chat template is applied, the reported metrics (`TASK.METRIC`) and the procedure version. Its hash is
+chat template is applied, the reported metrics (`TASK-METRIC`) and the procedure version. Its hash is
 `trainer.evaluation.contract_hash` of exactly these fields (the bot's catalog computes the same):
 
     {"harness": "lm-eval", "harness_version": "0.4.13",
      "tasks": [{"name": str, "version": str, "digest": "sha256:<hex>"}, ...],   # sorted by name
      "num_fewshot": int, "limit": int (0 = every document), "seed": int, "chat_template": bool,
-     "metrics": sorted unique "TASK.METRIC" names, "procedure_version": "lm-eval-v1"}
+     "metrics": sorted unique "TASK-METRIC" names, "procedure_version": "lm-eval-v1"}
 
 Task folders. A task is a folder `<tasks dir>/<name>/` holding exactly `task.yaml` (an lm-eval task config whose
 `task:` is the folder's name) and the data files it names in `dataset_kwargs.data_files`, relative to the folder.
@@ -37,7 +37,7 @@ Procedure `lm-eval-v1` (`trainer.harness_run`):
 * Chat template: when `chat_template` is true, lm-eval's `apply_chat_template=True` renders each prompt through
   the tokenizer's chat template with the generation prompt (multiple-choice continuations then follow the
   prompt without a delimiter, as lm-eval does); `fewshot_as_multiturn` is lm-eval's default.
-* Metrics: `TASK.METRIC` is lm-eval's `results[TASK]["METRIC,<filter>"]` for the task's one filter (`none` when
+* Metrics: `TASK-METRIC` is lm-eval's `results[TASK]["METRIC,<filter>"]` for the task's one filter (`none` when
   the task defines none). Its stderr is `results[TASK]["METRIC_stderr,<filter>"]`: analytic for `mean`
   aggregations (sample standard deviation / sqrt(n)), bootstrapped with `HARNESS_BOOTSTRAP_ITERS` resamples for
   the metrics lm-eval bootstraps, and null where lm-eval reports none ("N/A").
@@ -51,6 +51,7 @@ Procedure `lm-eval-v1` (`trainer.harness_run`):
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,17 @@ class HarnessContract:
     def hash(self) -> str:
         """The contract hash (`trainer.evaluation.contract_hash` of `fields()`)."""
         return contract_hash(self.fields())
+
+
+def split_metric(metric: str, tasks: Iterable[str]) -> tuple[str, str] | None:
+    """`TASK-METRIC` as (task, metric) for one of `tasks`: the longest task name it starts with (task names may hold
+    `-`). The bot's catalog splits names the same way (bot.catalog.harness.split_metric). `-`, not `.`: Polyaxon
+    keeps a metric name with `-` as it is, and turns `.` and `/` into something else."""
+    fits = [task for task in tasks if metric.startswith(task + "-") and len(metric) > len(task) + 1]
+    if not fits:
+        return None
+    task = max(fits, key=len)
+    return task, metric[len(task) + 1 :]
 
 
 def task_digest(folder: Path) -> str:
@@ -256,12 +268,12 @@ def verify_tasks(contract: HarnessContract, tasks_dir: Path) -> dict[str, Path]:
         folders[task.name] = folder
         metrics_of[task.name] = task_metric_names(config)
     for metric in contract.metrics:
-        task_name, _, metric_name = metric.partition(".")
-        if task_name not in metrics_of:
+        split = split_metric(metric, metrics_of)
+        if split is None:
             raise EvalContractError(
-                f"eval metric {metric} names task {task_name!r}, which the contract does not list "
-                f"({', '.join(metrics_of)}); metrics are TASK.METRIC"
+                f"eval metric {metric} is not TASK-METRIC for a task the contract lists ({', '.join(metrics_of)})"
             )
+        task_name, metric_name = split
         if metric_name not in metrics_of[task_name]:
             raise EvalContractError(
                 f"eval metric {metric}: task {task_name} has no metric {metric_name!r} "

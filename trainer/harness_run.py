@@ -7,8 +7,8 @@
 `eval_results.json` of a harness contract (the keys of a dataset contract's, plus `stderr` and `harness`):
 
     {"contract": HarnessContract.fields(), "contract_hash": "sha256:<hex>",
-     "metrics": {"TASK.METRIC": float, ...},            # exactly the contract's metrics
-     "stderr": {"TASK.METRIC": float | null, ...},      # same keys; null where lm-eval gives none ("N/A")
+     "metrics": {"TASK-METRIC": float, ...},            # exactly the contract's metrics
+     "stderr": {"TASK-METRIC": float | null, ...},      # same keys; null where lm-eval gives none ("N/A")
      "harness": {"name": "lm-eval", "version": <installed lm-eval>,
                  "tasks": {TASK: {"version": str, "hash": <lm-eval task hash, hex>, "digest": "sha256:<hex>",
                                   "num_fewshot": int, "limit": int, "n_samples": <documents evaluated>}}},
@@ -19,7 +19,7 @@
 `{"task", "doc_id", "doc_hash", "prompt_hash", "target_hash", "target", "filter", "filtered_resps", "metrics"}`
 (the three hashes are lm-eval's: the task hash can be recomputed from them).
 
-Run outputs: each metric `TASK.METRIC`, each non-null `TASK.METRIC_stderr`, `eval_task_hashes`
+Run outputs: each metric `TASK-METRIC`, each non-null `TASK-METRIC_stderr`, `eval_task_hashes`
 ("TASK=<hash>,..." sorted by task), `eval_harness_version`, `eval_results_digest`; the metrics are also logged as
 metrics at the run's global step.
 """
@@ -42,6 +42,7 @@ from trainer.harness import (
     HarnessContract,
     data_files,
     read_task_config,
+    split_metric,
     task_digest,
 )
 
@@ -141,7 +142,7 @@ def _metric_key(task_results: dict[str, Any], task: str, metric: str) -> str:
     if f"{metric},none" in keys:
         return f"{metric},none"
     if len(keys) != 1:
-        raise EvalContractError(f"{HARNESS} reported {task}.{metric} as {keys or 'nothing'}; expected one filter")
+        raise EvalContractError(f"{HARNESS} reported {task}-{metric} as {keys or 'nothing'}; expected one filter")
     return keys[0]
 
 
@@ -158,7 +159,10 @@ def harness_metrics(contract: HarnessContract, run: HarnessRun) -> tuple[dict[st
     metrics: dict[str, float] = {}
     stderr: dict[str, float | None] = {}
     for name in sorted(set(contract.metrics)):
-        task, _, metric = name.partition(".")
+        split = split_metric(name, [t.name for t in contract.tasks])
+        if split is None:  # checked before anything loaded (harness.check_tasks)
+            raise EvalContractError(f"eval metric {name} names no task of the contract")
+        task, metric = split
         task_results = run.results["results"].get(task, {})
         key = _metric_key(task_results, task, metric)
         value = _number(task_results[key])

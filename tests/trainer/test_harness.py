@@ -29,7 +29,7 @@ pytestmark = pytest.mark.trainer
 
 TASKS_DIR = REPO / "manifests" / "evals" / "tasks"
 TASK_NAMES = ("tiny_arith", "tiny_capitals")
-METRICS = "tiny_capitals.acc,tiny_capitals.acc_norm,tiny_arith.exact_match"
+METRICS = "tiny_capitals-acc,tiny_capitals-acc_norm,tiny_arith-exact_match"
 
 
 def task_pins(tasks_dir: Path = TASKS_DIR, versions: dict[str, str] | None = None) -> str:
@@ -94,7 +94,7 @@ def test_the_contract_hash_is_the_hash_of_the_documented_fields() -> None:
         "limit": 5,
         "seed": 3,
         "chat_template": True,
-        "metrics": ["tiny_arith.exact_match", "tiny_capitals.acc", "tiny_capitals.acc_norm"],
+        "metrics": ["tiny_arith-exact_match", "tiny_capitals-acc", "tiny_capitals-acc_norm"],
         "procedure_version": "lm-eval-v1",
     }
     assert contract.fields() == fields
@@ -130,13 +130,13 @@ REFUSALS = [
         id="wrong-lm-eval-version",
     ),
     pytest.param(
-        {"eval_metrics": "tiny_capitals.acc,tiny_spelling.acc"},
-        r"eval metric tiny_spelling.acc names task 'tiny_spelling', which the contract does not list",
+        {"eval_metrics": "tiny_capitals-acc,tiny_spelling-acc"},
+        r"eval metric tiny_spelling-acc is not TASK-METRIC for a task the contract lists",
         id="metric-of-an-unknown-task",
     ),
     pytest.param(
-        {"eval_metrics": "tiny_capitals.exact_match"},
-        r"eval metric tiny_capitals.exact_match: task tiny_capitals has no metric 'exact_match' "
+        {"eval_metrics": "tiny_capitals-exact_match"},
+        r"eval metric tiny_capitals-exact_match: task tiny_capitals has no metric 'exact_match' "
         r"\(its metric_list: acc, acc_norm\)",
         id="metric-the-task-lacks",
     ),
@@ -193,8 +193,8 @@ def test_stderr_is_null_where_lm_eval_gives_none_and_outputs_name_every_metric()
         "tiny_arith": {"exact_match,none": 0.0},
     }
     metrics, stderr = harness_metrics(contract, HarnessRun(results={"results": results}, samples={}))
-    assert metrics == {"tiny_arith.exact_match": 0.0, "tiny_capitals.acc": 0.5, "tiny_capitals.acc_norm": 0.25}
-    assert stderr == {"tiny_arith.exact_match": None, "tiny_capitals.acc": 0.1, "tiny_capitals.acc_norm": None}
+    assert metrics == {"tiny_arith-exact_match": 0.0, "tiny_capitals-acc": 0.5, "tiny_capitals-acc_norm": 0.25}
+    assert stderr == {"tiny_arith-exact_match": None, "tiny_capitals-acc": 0.1, "tiny_capitals-acc_norm": None}
     document = {
         "metrics": metrics,
         "stderr": stderr,
@@ -202,7 +202,7 @@ def test_stderr_is_null_where_lm_eval_gives_none_and_outputs_name_every_metric()
     }
     assert harness_outputs(document) == {
         **metrics,
-        "tiny_capitals.acc_stderr": 0.1,
+        "tiny_capitals-acc_stderr": 0.1,
         "eval_task_hashes": "tiny_arith=a,tiny_capitals=c",
         "eval_harness_version": "0.4.13",
     }
@@ -266,7 +266,7 @@ def test_an_sft_run_with_a_harness_contract_evaluates_its_final_model(harness_ru
     assert len(samples) == 28 and {s["task"] for s in samples} == set(TASK_NAMES)
     records = read_jsonl(harness_run / "metrics.jsonl")
     assert not any(k.startswith("eval_") for r in records if r["kind"] == "metrics" for k in r["metrics"])
-    harness_metrics_logged = [r for r in records if r["kind"] == "metrics" and "tiny_capitals.acc" in r["metrics"]]
+    harness_metrics_logged = [r for r in records if r["kind"] == "metrics" and "tiny_capitals-acc" in r["metrics"]]
     assert [r["step"] for r in harness_metrics_logged] == [4]
     outputs: dict[str, Any] = {}
     for record in records:
@@ -275,10 +275,10 @@ def test_an_sft_run_with_a_harness_contract_evaluates_its_final_model(harness_ru
     hashes = document["harness"]["tasks"]
     assert outputs["eval_task_hashes"] == ",".join(f"{n}={hashes[n]['hash']}" for n in TASK_NAMES)
     assert outputs["eval_harness_version"] == "0.4.13" and outputs["eval_results_digest"].startswith("sha256:")
-    assert outputs["tiny_capitals.acc_stderr"] == document["stderr"]["tiny_capitals.acc"]
+    assert outputs["tiny_capitals-acc_stderr"] == document["stderr"]["tiny_capitals-acc"]
     results = [r["results"] for r in records if r["kind"] == "results"][-1]
     assert results["eval_contract_hash"] == document["contract_hash"]
-    assert results["tiny_capitals.acc"] == document["metrics"]["tiny_capitals.acc"]
+    assert results["tiny_capitals-acc"] == document["metrics"]["tiny_capitals-acc"]
     # Checkpoints are kept and rotated as without a harness (no best-checkpoint tracking).
     assert sorted(p.name for p in harness_run.glob("checkpoint-*")) == ["checkpoint-4"]
 
