@@ -9,7 +9,9 @@ from bot.catalog.choices import ChainBase, generation_problem, take_choices, wit
 from bot.catalog.cost import Pricing, cost_profile, load_pricing
 from bot.catalog.datasets import DatasetEntry
 from bot.catalog.errors import PlanError
+from bot.catalog.evalrun import compile_eval, default_suite
 from bot.catalog.fit import presets_that_fit
+from bot.catalog.harness import Suite, find_suite
 from bot.catalog.loading import load_manifests
 from bot.catalog.manifests import Component, PreflightSpec, Preset, Recipe
 from bot.catalog.pins import Pinner
@@ -36,6 +38,7 @@ class Catalog:
         *,
         datasets: dict[str, DatasetEntry] | None = None,
         rewards: dict[str, RewardFunction] | None = None,
+        suites: dict[str, Suite] | None = None,
     ) -> None:
         self.root = root
         self.repo_root = root.parent
@@ -44,9 +47,10 @@ class Catalog:
         self.recipes = recipes
         self.datasets = datasets or {}
         self.rewards = rewards or {}
+        self.suites = suites or {}
         self.pricing = pricing or Pricing()
         # One per catalog: local content digests are cached across plans.
-        self._pinner = Pinner(self.repo_root)
+        self._pinner = Pinner(self.repo_root, self.suites)
 
     @classmethod
     def load(cls, catalog_dir: Path) -> Catalog:
@@ -61,6 +65,7 @@ class Catalog:
             load_pricing(root, found.presets),
             datasets=found.datasets,
             rewards=found.rewards,
+            suites=found.suites,
         )
 
     # -- lookups --
@@ -166,6 +171,16 @@ class Catalog:
         presets = [self.presets[name] for name in plan.presets if name in self.presets]
         plan.cost = cost_profile(plan.resources, presets, self.pricing, plan.operation)
         return plan, digest
+
+    def plan_eval(self, recipe_name: str, *, base: ChainBase, subject: str, suite: str | None = None) -> Plan:
+        """Compile the evaluation of `base` (a confirmed model of recipe `recipe_name`) on `suite` (default: the
+        recipe's own), as a run of kind `eval`."""
+        recipe = self.recipe(recipe_name)
+        chosen = find_suite(self.suites, suite) if suite is not None else default_suite(recipe, self.suites)
+        plan = compile_eval(recipe, chosen, self.components, self.presets, self._pinner, base=base, subject=subject)
+        presets = [self.presets[name] for name in plan.presets if name in self.presets]
+        plan.cost = cost_profile(plan.resources, presets, self.pricing, plan.operation)
+        return plan
 
     def missing_local_builds(self) -> list[str]:
         """Build commands of local models and datasets that recipes name but that are not built yet."""

@@ -16,6 +16,7 @@ from typing import Any
 from bot.catalog.datasets import DatasetEntry
 from bot.catalog.errors import CatalogError, PlanError
 from bot.catalog.formats import TRAINER_TITLES, mismatch, trainer_takes
+from bot.catalog.harness import HARNESS_INPUTS, HARNESS_PROCEDURE, Suite
 from bot.catalog.manifests import Component, DatasetRef, Recipe, RecipeFile
 from bot.catalog.rewards import RewardFunction, choose_rewards, missing_reads
 from bot.catalog.trainers import TrainerKind, component_trainer, unknown_metrics
@@ -189,9 +190,11 @@ def check_recipe(
     component: Component,
     datasets: dict[str, DatasetEntry],
     rewards: dict[str, RewardFunction],
+    suites: dict[str, Suite],
 ) -> RecipeFile:
     """A recipe's trainer, catalog dataset, rewards and eval contract checked at load; the spec with its catalog
-    dataset resolved to what the pins read. Raises CatalogError naming the file and field."""
+    dataset resolved to what the pins read, and a harness suite's metrics in its contract. Raises CatalogError
+    naming the file and field."""
     kind = component_trainer(component)
     if spec.trainer is not None and (kind is None or kind.name != spec.trainer):
         runs = f"runs the {kind.name} trainer" if kind is not None else "is not a TRL trainer's"
@@ -220,16 +223,43 @@ def check_recipe(
                 raise CatalogError(rel, "rewards", lacking)
         if kind.takes_rewards and not spec.rewards:
             raise CatalogError(rel, "rewards", f"a {kind.name} recipe names its default reward functions")
-        problem = contract_problem(kind, spec, tuple(spec.rewards))
+        problem = contract_problem(kind, spec, tuple(spec.rewards)) if suite_of(spec) is None else None
         if problem:
             raise CatalogError(rel, "eval", problem)
     updates: dict[str, Any] = {}
+    suite_name = suite_of(spec)
+    if suite_name is not None and spec.eval is not None:
+        problem = suite_problem(suite_name, suites, component, kind)
+        if problem:
+            raise CatalogError(rel, "eval.suite", problem)
+        # The suite's metrics are the contract's: what ranks runs, and what criteria and sweeps may name.
+        suite = suites[suite_name]
+        updates["eval"] = spec.eval.model_copy(
+            update={"metrics": list(suite.spec.metrics), "procedure_version": HARNESS_PROCEDURE}
+        )
     if spec.dataset is not None and spec.dataset.name is not None:
         updates["dataset"] = resolve_dataset(spec.dataset, datasets[spec.dataset.name])
     if spec.eval is not None and spec.eval.dataset is not None and spec.eval.dataset.name is not None:
         eval_ref = resolve_dataset(spec.eval.dataset, datasets[spec.eval.dataset.name])
         updates["eval"] = spec.eval.model_copy(update={"dataset": eval_ref})
     return spec.model_copy(update=updates) if updates else spec
+
+
+def suite_of(spec: RecipeFile) -> str | None:
+    """The harness suite a recipe's eval contract names, or None."""
+    return spec.eval.suite if spec.eval is not None else None
+
+
+def suite_problem(name: str, suites: dict[str, Suite], component: Component, kind: TrainerKind | None) -> str | None:
+    """Why a recipe on `component` cannot be evaluated by suite `name`, or None."""
+    if name not in suites:
+        return f"no suite {name!r}{did_you_mean(closest(name, list(suites)))}; suites: {', '.join(suites) or 'none'}"
+    lacking = [item for item in HARNESS_INPUTS if item not in component.inputs]
+    if lacking:
+        return f"component {component.name} runs no evaluation harness (it has no input {', '.join(lacking)})"
+    if kind is not None and not kind.causal_lm:
+        return f"the {kind.name} trainer's model scores sequences; lm-eval evaluates language models"
+    return None
 
 
 def generation_problem(kind: TrainerKind | None, params: dict[str, Any]) -> str | None:

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from bot.catalog.choices import check_recipe
 from bot.catalog.datasets import DatasetEntry, load_datasets
 from bot.catalog.errors import CatalogError
+from bot.catalog.harness import HarnessTask, Suite, load_suites, load_tasks
 from bot.catalog.manifests import PINNED_INPUTS, PRESET_PARAMS, Component, InputSpec, Preset, Recipe, RecipeFile
 from bot.catalog.overrides import OverrideSpec, parse_override_type
 from bot.catalog.presets import parse_preset
@@ -32,6 +33,8 @@ class Manifests:
     recipes: dict[str, Recipe]
     datasets: dict[str, DatasetEntry]
     rewards: dict[str, RewardFunction]
+    tasks: dict[str, HarnessTask]
+    suites: dict[str, Suite]
 
 
 def load_manifests(root: Path) -> Manifests:
@@ -50,13 +53,16 @@ def load_manifests(root: Path) -> Manifests:
         presets[preset.name] = preset
     datasets = load_datasets(root)
     rewards = load_rewards(root)
+    tasks = load_tasks(root)
+    suites = load_suites(root, tasks)
     recipes: dict[str, Recipe] = {}
     for path in sorted((root / "recipes").glob("*.yaml")):
-        recipe = _load_recipe(path, path.relative_to(root).as_posix(), components, presets, datasets, rewards)
+        rel = path.relative_to(root).as_posix()
+        recipe = _load_recipe(path, rel, components, presets, datasets, rewards, suites)
         recipes[recipe.name] = recipe
     if not recipes:
         raise CatalogError("recipes/", "(folder)", "no recipes found")
-    return Manifests(components, presets, recipes, datasets, rewards)
+    return Manifests(components, presets, recipes, datasets, rewards, tasks, suites)
 
 
 def _read_yaml(path: Path, rel: str) -> dict[str, Any]:
@@ -133,6 +139,7 @@ def _load_recipe(
     presets: dict[str, Preset],
     datasets: dict[str, DatasetEntry],
     rewards: dict[str, RewardFunction],
+    suites: dict[str, Suite],
 ) -> Recipe:
     raw = path.read_bytes()
     data = _read_yaml(path, rel)
@@ -149,7 +156,7 @@ def _load_recipe(
             "component",
             f"no component {spec.component!r}{did_you_mean(closest(spec.component, list(components)))}",
         )
-    spec = check_recipe(rel, spec, component, datasets, rewards)
+    spec = check_recipe(rel, spec, component, datasets, rewards, suites)
     if spec.preflight is not None:
         checker = components.get(spec.preflight.component)
         if checker is None:

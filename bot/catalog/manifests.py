@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bot.catalog.overrides import OverrideSpec
 from bot.catalog.policy import RetrySpec, duration_s
@@ -55,6 +55,16 @@ PINNED_INPUTS = frozenset(
         "eval_procedure_version",
         "eval_seed",
         "eval_contract_hash",
+        # A harness suite's contract (bot.catalog.harness): from the recipe's `eval.suite` or `/finetune eval`.
+        "eval_harness",
+        "eval_harness_version",
+        "eval_tasks",
+        "eval_tasks_dir",
+        "eval_num_fewshot",
+        "eval_limit",
+        "eval_chat_template",
+        # What an evaluation run evaluates (a run or a registered version): only `/finetune eval` sets it.
+        "subject",
         # GRPO and RLOO: chosen by name from the catalog's reward functions (the recipe's `rewards`, or `rewards=`).
         "reward_funcs",
         # Which checkpoint a run loads: only `/finetune resume` sets it, to a checkpoint of the run's own outputs.
@@ -112,12 +122,26 @@ class EvalSpec(_Strict):
     dataset: DatasetRef | None = None
     split: str = "eval"
     max_samples: int = Field(default=0, ge=0)
-    metrics: list[str] = Field(min_length=1)
+    metrics: list[str] = Field(default_factory=list)
     procedure_version: str = "v1"
     seed: int = 0
+    # An lm-evaluation-harness suite (manifests/evals/suites/NAME.yaml, bot.catalog.harness) as the contract: the
+    # final model is evaluated by the harness instead of the trainer's own procedure; the suite holds the rest.
+    suite: str | None = None
     # The first metric ranks a sweep's trials; reaching `target` on it ends a sweep early. A decision rule, not
     # part of how runs are evaluated: it is not in the contract (nor its hash).
     target: float | None = None
+
+    @model_validator(mode="after")
+    def _one_contract(self) -> EvalSpec:
+        if self.suite is None and not self.metrics:
+            raise ValueError("name the metrics of the trainer's procedure, or a harness suite (`suite: NAME`)")
+        if self.suite is not None and (self.metrics or self.dataset is not None or self.max_samples):
+            raise ValueError(
+                f"the contract of suite {self.suite} is its suite file's (tasks, metrics, limit): "
+                "give `suite` alone (and `target`)"
+            )
+        return self
 
 
 class OverrideDecl(_Strict):

@@ -28,6 +28,8 @@ class TrainerKind:
     # LoRA (its disabled adapter) or precomputed reference log-probs stand in; GRPO and RLOO hold one only when
     # `beta` is above 0.
     reference_model: str = "never"  # "never" | "unless-lora-or-precomputed" | "when-beta"
+    # Whether its final model is a causal language model (what a harness suite evaluates); a reward model scores.
+    causal_lm: bool = True
 
     @property
     def formats(self) -> tuple[str, ...]:
@@ -41,7 +43,7 @@ TRAINER_KINDS: dict[str, TrainerKind] = {
         TrainerKind("sft", "v1"),
         TrainerKind("dpo", "pref-v1", reference_model="unless-lora-or-precomputed"),
         TrainerKind("kto", "pref-v1", reference_model="unless-lora-or-precomputed"),
-        TrainerKind("reward", "reward-v1"),
+        TrainerKind("reward", "reward-v1", causal_lm=False),
         TrainerKind("grpo", "gen-v1", takes_rewards=True, reference_model="when-beta"),
         TrainerKind("rloo", "gen-v1", takes_rewards=True, reference_model="when-beta"),
     )

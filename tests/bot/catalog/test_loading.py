@@ -26,6 +26,7 @@ def test_shipped_catalog_loads(catalog: Catalog) -> None:
         "trl-preflight",
         "trl-preflight-distributed",
         "axolotl",
+        "lm-eval",
         "quickstart",
         "quickstart-tf",
     }
