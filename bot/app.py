@@ -177,6 +177,7 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
     digests, and says of run/status/logs/stop/resume/compare that they need Polyaxon.
     """
     from bot.catalog import Catalog
+    from bot.evals import EvalService
     from bot.outputs import OutputsService
     from bot.preflight import PreflightService
     from bot.registry import RegistrationService
@@ -237,6 +238,7 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
         services.runs.deps.items.pause = services.acks.between_items
         services.release = ReleaseService(services.registry)
         services.outputs = OutputsService(services.runs.deps, services.runs.thread)
+        services.evals = EvalService(services.runs.deps, services.runs.submitter)
         services.preflights = PreflightService(services.runs.deps, services.runs.thread, services.runs.submitter)
         runs = services.runs
         services.sweeps = SweepService(runs.deps, runs.thread, runs.submitter, runs.comparer, usage=services.usage)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from bot.catalog import Catalog
     from bot.digest import DigestRuntime
+    from bot.evals import EvalService
     from bot.forms import RunForm
     from bot.home import AppHome
     from bot.outputs import OutputsService
@@ -230,6 +231,7 @@ class Services:
     # Approval-gated registration needs Polyaxon too (built with `runs`), as do output read-back and preflights.
     registry: RegistrationService | None = None
     outputs: OutputsService | None = None
+    evals: EvalService | None = None
     preflights: PreflightService | None = None
     sweeps: SweepService | None = None
     release: ReleaseService | None = None

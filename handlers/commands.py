@@ -16,6 +16,7 @@ from bot.grammar import (
     CommandError,
     CompareCommand,
     DigestCommand,
+    EvalCommand,
     HelpCommand,
     LogsCommand,
     OutputsCommand,
@@ -259,6 +260,10 @@ def handle_command(services: Services, command: Command, *, user: str, channel: 
         if services.outputs is None:
             return not_available(command.name, NEEDS_POLYAXON)
         return services.outputs.outputs(command.run, user=user).as_blocks()
+    if isinstance(command, EvalCommand):
+        if services.evals is None:
+            return not_available(command.name, NEEDS_POLYAXON)
+        return services.evals.start(command, user=user, channel=channel, delivery_key=delivery_key).as_blocks()
     if isinstance(command, PreflightCommand):
         if services.preflights is None:
             return not_available(command.name, NEEDS_POLYAXON)

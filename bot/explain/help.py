@@ -23,6 +23,7 @@ USAGE: dict[str, str] = {
     "stop": "/finetune stop RUN",
     "resume": "/finetune resume RUN [checkpoint=latest|step-N] [max_steps=N]",
     "outputs": "/finetune outputs RUN",
+    "eval": "/finetune eval RUN|MODEL:VERSION [suite=NAME]",
     "preflight": "/finetune preflight recipe=NAME [preset=P[,P2…]] [KEY=VALUE …]",
     "sweep": (
         "/finetune sweep recipe=NAME [preset=P,…] KEY=V1,V2,… [KEY=uniform(a,b)|loguniform(a,b)|choice(a,b,…)] "
@@ -85,6 +86,14 @@ HELP: dict[str, str] = {
         "content digest, complete or partial), the eval results, the final model folder and the logs, with "
         "the command line that fetches each. Digests the trainer recorded must match the store; a run whose "
         "outputs check out is marked confirmed on its card. The eval results are attached in the thread."
+    ),
+    "eval": (
+        "Evaluate a succeeded run's final model (confirmed by `/finetune outputs RUN`), or a registered "
+        "`MODEL:VERSION`, on an lm-evaluation-harness suite of the catalog: the recipe's own by default, or "
+        "`suite=NAME`. It runs as a run of kind eval whose card goes in the evaluated run's thread; its results "
+        "are comparable with every run on the same suite (same harness version, task versions and data), and "
+        "registration and promotion criteria may cite them.\n"
+        "Example: `/finetune eval sft-tiny-lmeval-1a2b3c4d suite=tiny`"
     ),
     "preflight": (
         "Validate a distributed recipe before its real run, with the same pins and presets: a short job "

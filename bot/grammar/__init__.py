@@ -5,11 +5,12 @@ static list of cluster keys; which recipe keys exist, their types and bounds, an
 and preset names are the catalog's business (`bot.catalog.PlanError`).
 
 Each subcommand family keeps its command model and its parser side by side (`run`, `lifecycle`,
-`registration`, `release`, `digest`, `help`, `sweep`); `lexing` holds what they share, `keys` the cluster and pinned
-key lists, and `parser` ties them together.
+`registration`, `release`, `digest`, `help`, `sweep`, `evaluate`); `lexing` holds what they share, `keys` the
+cluster and pinned key lists, and `parser` ties them together.
 """
 
 from bot.grammar.digest import DigestCommand
+from bot.grammar.evaluate import EvalCommand
 from bot.grammar.help import HelpCommand, PresetsCommand, RecipesCommand
 from bot.grammar.keys import (
     CLUSTER_KEYS,
@@ -57,6 +58,7 @@ __all__ = [
     "CommandError",
     "CompareCommand",
     "DigestCommand",
+    "EvalCommand",
     "HelpCommand",
     "LogsCommand",
     "OutputsCommand",

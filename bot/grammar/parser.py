@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import Field
 
 from bot.grammar.digest import DigestCommand, _parse_digest
+from bot.grammar.evaluate import EvalCommand, _parse_eval
 from bot.grammar.help import HelpCommand, PresetsCommand, RecipesCommand, _parse_help, _parse_presets, _parse_recipes
 from bot.grammar.lexing import MAX_TEXT, CommandError, _split, closest, did_you_mean, refuse_shell_syntax
 from bot.grammar.lifecycle import (
@@ -38,6 +39,7 @@ Command = Annotated[
     | StopCommand
     | ResumeCommand
     | OutputsCommand
+    | EvalCommand
     | PreflightCommand
     | SweepCommand
     | RegisterCommand
@@ -68,6 +70,7 @@ _PARSERS: dict[str, Callable[[list[str]], Command]] = {
     "stop": _parse_stop,
     "resume": _parse_resume,
     "outputs": _parse_outputs,
+    "eval": _parse_eval,
     "preflight": _parse_preflight,
     "sweep": _parse_sweep,
     "register": _parse_register,

@@ -17,6 +17,7 @@ from bot.runs.errors import RunError
 from bot.runs.kinds import Verb
 from bot.slack.blocks import escape
 from storage.db import SessionFactory
+from storage.models import Run
 
 if TYPE_CHECKING:
     from bot.catalog import Catalog, Plan
@@ -24,15 +25,27 @@ if TYPE_CHECKING:
 
 def chain_base(sessions: SessionFactory, ref: str) -> ChainBase:
     """The base a `base=RUN` names, once it is a succeeded run whose outputs are confirmed; RunError otherwise."""
+    return confirmed_model(sessions, ref, use="a base")[1]
+
+
+def confirmed_model(sessions: SessionFactory, ref: str, *, use: str) -> tuple[Run, ChainBase]:
+    """A succeeded run whose final model `outputs` confirmed, and that model as a `ChainBase` (what a chained run
+    or an evaluation copies in and checks by digest); RunError saying what is missing otherwise. `use` names what
+    the model is wanted for, in the refusal."""
     run = find_run_for(sessions, ref, Verb.REGISTER)
+    return run, model_of(run, use=use)
+
+
+def model_of(run: Run, *, use: str) -> ChainBase:
+    """The run's confirmed final model as a `ChainBase`, or RunError."""
     name = escape(run.name)
     if run.status != "succeeded":
-        raise RunError(f"`{name}` is {escape(run.status)}: only a succeeded run's final model can be a base")
+        raise RunError(f"`{name}` is {escape(run.status)}: only a succeeded run's final model can be {use}")
     check = run.outputs_check or {}
     digest = check.get("model_digest")
     if run.outputs_confirmed_at is None or not check.get("confirmed") or not digest or not run.polyaxon_uuid:
         raise RunError(
-            f"`{name}`'s outputs are not confirmed: run `/finetune outputs {name}` first — a base is the final model "
+            f"`{name}`'s outputs are not confirmed: run `/finetune outputs {name}` first — {use} is the final model "
             "its outputs check read back and pinned by digest"
         )
     return ChainBase(

@@ -121,6 +121,12 @@ def get_runs(session: Session, ids: Sequence[int], *, chunk: int = 1000) -> list
     return runs
 
 
+def child_runs(session: Session, *, parent_id: int, kind: str) -> Sequence[Run]:
+    """The runs of `kind` whose parent is run `parent_id` (an evaluated run's evaluations), newest first."""
+    query = select(Run).where(Run.parent_run_id == parent_id, Run.kind == kind)
+    return session.exec(query.order_by(col(Run.id).desc())).all()
+
+
 def list_recent_runs(session: Session, *, limit: int = 100) -> Sequence[Run]:
     """The newest runs, newest first."""
     return session.exec(select(Run).order_by(col(Run.id).desc()).limit(limit)).all()
