@@ -173,6 +173,9 @@ class EvalCheck:
     recorded_digest: str | None = None
     store_digest: str | None = None
     size: int = 0
+    # A harness suite's contract (bot.outputs.harness): what its results section got wrong, and each task's hash.
+    harness_problems: list[str] = field(default_factory=list)
+    task_hashes: dict[str, str] = field(default_factory=dict)
 
     @property
     def problems(self) -> list[str]:
@@ -181,7 +184,7 @@ class EvalCheck:
             return []
         if not self.present:
             return ["no eval_results.json although the recipe has an eval contract"]
-        problems = []
+        problems = list(self.harness_problems)
         if self.contract_hash != self.expected_contract_hash:
             problems.append(
                 f"eval contract {short(self.contract_hash)} differs from the run's {short(self.expected_contract_hash)}"
@@ -201,6 +204,8 @@ class OutputsReport:
     model: FolderCheck | None
     eval: EvalCheck
     log_bytes: int
+    # An evaluation run's outputs are its results: no model folder is wanted (bot.runs.kinds, kind `eval`).
+    needs_model: bool = True
 
     @property
     def unhashed_bytes(self) -> int:
@@ -219,6 +224,8 @@ class OutputsReport:
     @property
     def confirmed(self) -> bool:
         """A succeeded run whose final model and eval results (when it has a contract) were read back and checked."""
+        if not self.needs_model:
+            return self.status == "succeeded" and self.eval.present and not self.problems
         return (
             self.status == "succeeded"
             and self.model is not None
@@ -234,5 +241,6 @@ class OutputsReport:
             "complete_checkpoints": sum(1 for c in self.checkpoints if c.complete and not c.problems),
             "model_digest": self.model.store_digest if self.model else None,
             "eval_contract_hash": self.eval.contract_hash,
+            **({"eval_task_hashes": self.eval.task_hashes} if self.eval.task_hashes else {}),
             "problems": self.problems[:10],
         }

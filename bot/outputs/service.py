@@ -14,6 +14,7 @@ import json
 import logging
 from typing import Any
 
+from bot.outputs.harness import harness_problems
 from bot.outputs.inventory import (
     MANIFEST,
     EvalCheck,
@@ -32,6 +33,7 @@ from bot.redact import redact
 from bot.runs.admit import find_run_for
 from bot.runs.deps import RunDeps
 from bot.runs.errors import Reply, RunError
+from bot.runs.evals import task_hashes
 from bot.runs.kinds import Verb
 from bot.runs.thread import RunThread
 from bot.slack.blocks import escape
@@ -128,6 +130,7 @@ class OutputsService:
             model=model,
             eval=eval_check,
             log_bytes=sum(f.size for f in logs),
+            needs_model=run.kind != "eval",
         )
         return report, eval_bytes
 
@@ -191,6 +194,8 @@ class OutputsService:
             check.metrics = {
                 k: float(v) for k, v in (document.get("metrics") or {}).items() if isinstance(v, int | float)
             }
+            check.harness_problems = harness_problems(document, run.eval_contract or {})
+            check.task_hashes = task_hashes(document)
         except (ValueError, AttributeError):
             check.contract_hash = None
         return check, data

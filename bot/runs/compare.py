@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from bot.grammar import CompareCommand
 from bot.runs.admit import find_run_for
-from bot.runs.compare_table import CompareRow, final_values, logged_values, mark_superseded, render_table
+from bot.runs.compare_table import (
+    CompareRow,
+    final_stderr,
+    final_values,
+    logged_values,
+    mark_superseded,
+    render_table,
+)
 from bot.runs.deps import RunDeps
 from bot.runs.errors import Reply, RunError
-from bot.runs.evals import contract_differences, primary_metric
+from bot.runs.evals import contract_differences, parse_task_hashes, primary_metric
 from bot.runs.kinds import Verb, kind_of, rule_for
 from bot.runs.plot import Points, plot_histories
 from bot.runs.thread import RunThread
@@ -40,7 +48,9 @@ class Comparer:
                 f"*{escape(runs[0].recipe_name)}* on the same eval contract, one per lineage: "
                 + ", ".join(f"`{escape(p.name)}` ({escape(p.status)})" for p in peers)
             )
-        differing = contract_differences(runs)
+        outputs = self._outputs(runs)
+        hashes = {run.id or 0: task_hashes_of(outputs.get(run.id or 0, {}), run) for run in runs}
+        differing = contract_differences(runs, hashes)
         if differing and not cmd.exploratory:
             raise RunError(
                 "these runs were evaluated differently, so their numbers are not comparable: "
@@ -57,7 +67,7 @@ class Comparer:
                     f"({escape(', '.join(metrics))}): runs are ranked by their final evaluation only"
                 )
             metric, higher = primary_metric({**contract, "primary_metric": cmd.metric})
-        rows = self._rows(runs, metrics or [metric])
+        rows = self._rows(runs, metrics or [metric], outputs)
         blocks = render_table(
             rows,
             metric=metric,
@@ -83,15 +93,24 @@ class Comparer:
             )
         return Reply(text=f"Posted the comparison in the thread of `{escape(first.name)}`.")
 
-    def _rows(self, runs: Sequence[Run], metrics: list[str]) -> list[CompareRow]:
+    def _outputs(self, runs: Sequence[Run]) -> dict[int, dict[str, Any]]:
+        """Each run's outputs as Polyaxon has them now (empty for a run not yet there)."""
+        gateway = self.deps.gateway
+        return {
+            run.id or 0: dict(gateway.get_run(run.polyaxon_uuid, with_conditions=False).outputs)
+            for run in runs
+            if run.polyaxon_uuid
+        }
+
+    def _rows(
+        self, runs: Sequence[Run], metrics: list[str], all_outputs: dict[int, dict[str, Any]]
+    ) -> list[CompareRow]:
         """Each run's final evaluation (succeeded) or last logged values (partial), with its lineage."""
         with self.deps.sessions() as s:
             roots = repos.lineage_roots(s, run_ids=[run.id or 0 for run in runs])
         rows = []
         for run in runs:
-            outputs = (
-                self.deps.gateway.get_run(run.polyaxon_uuid, with_conditions=False).outputs if run.polyaxon_uuid else {}
-            )
+            outputs = all_outputs.get(run.id or 0, {})
             final = final_values(outputs, metrics) if run.status == "succeeded" else {}
             max_steps = run.params.get("max_steps")
             rows.append(
@@ -105,6 +124,7 @@ class Comparer:
                     max_steps=max_steps if isinstance(max_steps, int) and max_steps > 0 else None,
                     lineage=roots.get(run.id or 0, run.id or 0),
                     params=dict(run.params),
+                    stderr=final_stderr(outputs, metrics) if final else {},
                 )
             )
         mark_superseded(rows)
@@ -153,6 +173,13 @@ class Comparer:
                 f"`{escape(run.name)}` with; name the runs: `/finetune compare {escape(run.name)} RUN…`"
             )
         return peers
+
+
+def task_hashes_of(outputs: dict[str, Any], run: Run) -> dict[str, str]:
+    """A harness run's task hashes: as its outputs carry them, else as `outputs` recorded them."""
+    return parse_task_hashes(outputs.get("eval_task_hashes")) or dict(
+        (run.outputs_check or {}).get("eval_task_hashes") or {}
+    )
 
 
 def _numbers(values: dict[str, object], metrics: list[str]) -> dict[str, float]:

@@ -33,6 +33,8 @@ class CompareRow(BaseModel):
     lineage: int = 0
     superseded_by: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
+    # A harness suite's standard error of each final metric, as lm-eval computed it (absent for other contracts).
+    stderr: dict[str, float] = Field(default_factory=dict)
 
 
 def final_values(outputs: Mapping[str, Any], metrics: Sequence[str]) -> dict[str, float]:
@@ -40,6 +42,32 @@ def final_values(outputs: Mapping[str, Any], metrics: Sequence[str]) -> dict[str
     if not outputs.get("eval_contract_hash"):
         return {}
     return {m: float(outputs[m]) for m in metrics if _number(outputs.get(m))}
+
+
+def final_stderr(outputs: Mapping[str, Any], metrics: Sequence[str]) -> dict[str, float]:
+    """The standard error of each final metric a harness run logged beside it (`METRIC_stderr`)."""
+    if not outputs.get("eval_contract_hash"):
+        return {}
+    return {m: float(outputs[f"{m}_stderr"]) for m in metrics if _number(outputs.get(f"{m}_stderr"))}
+
+
+def within_stderr(rows: Sequence[CompareRow], metric: str, best: CompareRow | None) -> list[str]:
+    """Final runs whose `metric` differs from the best run's by no more than their combined standard error
+    (sqrt(se_best² + se_run²)): a difference the evaluation cannot tell from noise."""
+    if best is None or metric not in best.stderr:
+        return []
+    notes = []
+    for row in rows:
+        if row is best or not row.final or row.superseded_by or metric not in row.values or metric not in row.stderr:
+            continue
+        gap = abs(best.values[metric] - row.values[metric])
+        noise = (best.stderr[metric] ** 2 + row.stderr[metric] ** 2) ** 0.5
+        if gap <= noise:
+            notes.append(
+                f"`{escape(row.name)}` is {gap:.3g} from the best on {escape(metric)}, within the standard error "
+                f"(±{noise:.3g}): the evaluation does not tell them apart"
+            )
+    return notes
 
 
 def logged_values(outputs: Mapping[str, Any], metrics: Sequence[str]) -> dict[str, float]:
@@ -92,9 +120,7 @@ def render_table(
     columns = [metric, *[m for m in metrics if m != metric]]
     lines = []
     for row in rows:
-        cells = " · ".join(
-            f"{escape(c)} `{row.values[c]:.4g}`" if c in row.values else f"{escape(c)} —" for c in columns
-        )
+        cells = " · ".join(_cell(row, c) for c in columns)
         hyper = " ".join(f"`{escape(k)}={escape(scalar_text(row.params.get(k)))}`" for k in params)
         mark = " :trophy:" if best is not None and row is best else ""
         lines.append(f"• `{escape(row.name)}`{mark} ({_state(row)}) {cells}" + (f" · {hyper}" if hyper else ""))
@@ -111,12 +137,22 @@ def render_table(
         f"evaluated by eval contract `{escape(contract_hash[:19]) or '—'}`; partial runs are shown, never ranked. "
         "Training loss or speed is not ranked."
     ]
+    if any(row.stderr for row in rows):
+        notes.append("± is the harness's standard error of each metric.")
+    notes.extend(within_stderr(rows, metric, best))
     if params:
         notes.append("Columns after the metrics are the hyperparameters that differ between these runs.")
     if best is None:
         notes.append("No run here has a final evaluation yet, so none is marked best.")
     blocks.append(context(*notes))
     return blocks
+
+
+def _cell(row: CompareRow, metric: str) -> str:
+    if metric not in row.values:
+        return f"{escape(metric)} —"
+    error = f" ± {row.stderr[metric]:.2g}" if metric in row.stderr else ""
+    return f"{escape(metric)} `{row.values[metric]:.4g}{error}`"
 
 
 def _state(row: CompareRow) -> str:
