@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from bot.registry.deps import RegistryDeps
+from bot.registry.evidence import with_evaluations
 from bot.registry.policy import Candidate, CurrentVersion
 from storage import repos
 from storage.models import Run
@@ -35,11 +36,16 @@ def read_candidate(deps: RegistryDeps, run: Run) -> tuple[Candidate, list[str]]:
             checkpoint_digest = str(digest) if digest else None
         if label not in artifacts:
             artifacts.append(label)
-    eval_results = {
+    # The trainer's `eval_*` metrics, and a harness suite's (`TASK-METRIC`), named by the run's contract.
+    contract_metrics = set((run.eval_contract or {}).get("metrics") or [])
+    own = {
         key: float(value)
         for key, value in info.outputs.items()
-        if key.startswith("eval_") and isinstance(value, int | float) and not isinstance(value, bool)
+        if (key.startswith("eval_") or key in contract_metrics)
+        and isinstance(value, int | float)
+        and not isinstance(value, bool)
     }
+    eval_results, evidence = with_evaluations(deps, run, own)
     candidate = Candidate(
         run_uuid=uuid,
         run_name=run.name,
@@ -47,6 +53,7 @@ def read_candidate(deps: RegistryDeps, run: Run) -> tuple[Candidate, list[str]]:
         checkpoint_digest=checkpoint_digest,
         artifacts=sorted(artifacts),
         eval_results=eval_results,
+        evidence=evidence,
         eval_contract_hash=str(info.outputs.get("eval_contract_hash") or run.eval_contract_hash or ""),
         pins=dict(run.pins),
     )

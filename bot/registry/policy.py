@@ -57,18 +57,22 @@ class Candidate(BaseModel):
     checkpoint_digest: str | None = None
     artifacts: list[str] = Field(default_factory=list)
     eval_results: dict[str, float] = Field(default_factory=dict)
+    # The metrics of `eval_results` that an evaluation run measured (bot.registry.evidence): metric -> its name.
+    evidence: dict[str, str] = Field(default_factory=dict)
     eval_contract_hash: str = ""
     pins: dict[str, Any] = Field(default_factory=dict)
 
     def digest(self) -> str:
         """Binds approvals to this exact candidate: a new checkpoint or re-evaluation changes it."""
-        payload = {
+        payload: dict[str, Any] = {
             "run": self.run_uuid,
             "checkpoint": self.checkpoint_path,
             "checkpoint_digest": self.checkpoint_digest,
             "eval_results": self.eval_results,
             "eval_contract_hash": self.eval_contract_hash,
         }
+        if self.evidence:  # only then: candidates recorded before evaluations existed keep their digest
+            payload["evidence"] = self.evidence
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -141,7 +145,9 @@ def evaluate_criteria(
             )
             continue
         ok = (bound.min is None or value >= bound.min) and (bound.max is None or value <= bound.max)
-        results.append(CriterionResult(name=f"{metric} {wanted}", passed=ok, evidence=f"{metric} = {value:.6g}"))
+        source = candidate.evidence.get(metric)
+        shown = f"{metric} = {value:.6g}" + (f" (evaluation `{source}`)" if source else "")
+        results.append(CriterionResult(name=f"{metric} {wanted}", passed=ok, evidence=shown))
     cmp = criteria.compare_with_current
     if cmp is not None:
         results.append(_compare(cmp, candidate, current))

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bot.registry.policy import CriteriaError, CriterionResult, criteria_path
+from bot.registry.policy import CriteriaError, CriterionResult, Threshold, criteria_path
 from bot.slack.blocks import escape
 
 Stage = Literal["testing", "staging", "production", "disabled"]
@@ -29,6 +29,9 @@ class StageRule(BaseModel):
     quorum: int = Field(ge=1, le=10)
     from_stages: list[Stage] = Field(min_length=1, description="The stages a version may be promoted from")
     require_serving_check: bool = True
+    # Metrics the version must reach to enter the stage: its run's own eval results, or those an evaluation of
+    # it measured (`/finetune eval MODEL:VERSION`, bot.registry.evidence), judged as registration's thresholds.
+    thresholds: dict[str, Threshold] = Field(default_factory=dict)
 
 
 class PromotionRules(BaseModel):
@@ -193,10 +196,18 @@ def stage_holders(changes: Sequence[Change], stage: str) -> list[str]:
 
 
 def promotion_digest(
-    *, polyaxon_version: str, run_uuid: str, artifacts: Sequence[str], stage: str, from_stage: str | None, check: str
+    *,
+    polyaxon_version: str,
+    run_uuid: str,
+    artifacts: Sequence[str],
+    stage: str,
+    from_stage: str | None,
+    check: str,
+    metrics: Mapping[str, Any] | None = None,
 ) -> str:
-    """What a promotion approval is for: the version (its run and artifacts), where it stands, the passed check."""
-    payload = {
+    """What a promotion approval is for: the version (its run and artifacts), where it stands, the passed check,
+    and the metrics (with the evaluations that measured them) its stage's thresholds were judged on."""
+    payload: dict[str, Any] = {
         "version": polyaxon_version,
         "run": run_uuid,
         "artifacts": sorted(artifacts),
@@ -204,5 +215,7 @@ def promotion_digest(
         "from": from_stage,
         "check": check,
     }
+    if metrics:  # only then: the digests of promotions without thresholds stay as they were
+        payload["metrics"] = dict(metrics)
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -19,7 +19,7 @@ from bot.release.requests import ACTION, PromotionRequests
 from bot.runs import Reply, RunError
 from bot.slack.blocks import escape, mention
 from storage import repos
-from storage.models import Registration, ServingCheck
+from storage.models import Registration, Run, ServingCheck
 
 
 class Promoter:
@@ -53,6 +53,7 @@ class Promoter:
         refusal = refuse_promotion(label=title, current=remote.stage, target=cmd.stage, rule=rules.rule(cmd.stage))
         if refusal:
             raise RunError(refusal)
+        self.refuse_below_thresholds(cmd.model, cmd.version, run, cmd.stage)
         with runs.sessions() as s:
             waiting = [
                 r
@@ -106,6 +107,26 @@ class Promoter:
             text=f"Started serving check #{check.id} of {title} in {where}: when it passes, the approval request to "
             f"promote it to {escape(cmd.stage)} follows there; when it fails, its evidence."
         )
+
+    def refuse_below_thresholds(self, model: str, version: str, run: Run, stage: str) -> None:
+        """A version below its stage's metric thresholds is refused before any serving check starts."""
+        from bot.polyaxon import GatewayError
+
+        title = f"`{escape(model)}:{escape(version)}`"
+        try:
+            judged, _ = self.requests.metric_criteria(run, self.requests.rules(model).rule(stage))
+        except GatewayError as exc:
+            raise RunError(
+                f"Polyaxon is unreachable, so {title}'s metrics can't be read: {self.deps.redact(exc)}. "
+                "Nothing was changed; try again."
+            ) from exc
+        failed = [r for r in judged if not r.passed]
+        if failed:
+            lines = "; ".join(f"{escape(r.name)} ({escape(r.evidence)})" for r in failed)
+            raise RunError(
+                f"{title} does not meet the {escape(stage)} thresholds: {lines}. An evaluation may supply a missing "
+                f"metric: `/finetune eval {escape(model)}:{escape(version)} suite=NAME`, then `/finetune outputs` of it"
+            )
 
     def checkpoint(self, registration: Registration) -> str:
         """Where the version's checkpoint is (the candidate approved at registration)."""

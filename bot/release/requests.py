@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from bot.registry.candidate import read_candidate
 from bot.registry.deps import RegistryDeps
-from bot.registry.policy import CriteriaError, CriterionResult
+from bot.registry.policy import Criteria, CriteriaError, CriterionResult, evaluate_criteria
 from bot.release.ledger import StageLedger
-from bot.release.policy import PromotionRules, load_promotion_rules, promotion_digest, refuse_promotion
+from bot.release.policy import (
+    PromotionRules,
+    StageRule,
+    load_promotion_rules,
+    promotion_digest,
+    refuse_promotion,
+)
 from bot.release.render import render_promotion_request
 from bot.runs import RunError
 from bot.slack.blocks import escape
@@ -62,8 +69,9 @@ class PromotionRequests:
         refusal = refuse_promotion(label=title, current=remote.stage, target=stage, rule=rule)
         if refusal:
             raise RunError(refusal)
-        digest = self.digest(registration, remote, stage=stage, check=check)
-        results = self.criteria(check, rule.from_stages, remote.stage, stage=stage, quorum=rule.quorum)
+        judged, metrics = self.metric_criteria(run, rule)
+        digest = self.digest(registration, remote, stage=stage, check=check, metrics=metrics)
+        results = self.criteria(check, rule.from_stages, remote.stage, stage=stage, quorum=rule.quorum) + judged
         now = runs.clock()
         expires_at = now + deps.ttl
         blocks = render_promotion_request(
@@ -161,10 +169,30 @@ class PromotionRequests:
         )
         return results
 
+    def metric_criteria(self, run: Run, rule: StageRule) -> tuple[list[CriterionResult], dict[str, Any]]:
+        """The stage's metric thresholds judged on the version's run and its confirmed evaluations, and the values
+        (with the evaluation that measured each) the approvals are bound to; nothing without thresholds.
+        GatewayError while Polyaxon is down."""
+        if not rule.thresholds:
+            return [], {}
+        candidate, _ = read_candidate(self.deps, run)
+        criteria = Criteria(version="promotion", required_artifacts=[], thresholds=rule.thresholds)
+        results = evaluate_criteria(criteria, candidate, None)
+        values = {m: candidate.eval_results.get(m) for m in sorted(rule.thresholds)}
+        sources = {m: candidate.evidence[m] for m in values if m in candidate.evidence}
+        return results, {"values": values, "evidence": sources}
+
     def digest(
-        self, registration: Registration, remote: ModelVersion, *, stage: str, check: ServingCheck | None
+        self,
+        registration: Registration,
+        remote: ModelVersion,
+        *,
+        stage: str,
+        check: ServingCheck | None,
+        metrics: dict[str, Any] | None = None,
     ) -> str:
-        """What the approvals are bound to: the version as Polyaxon has it, where it stands, the passed check."""
+        """What the approvals are bound to: the version as Polyaxon has it, where it stands, the passed check, the
+        metrics its thresholds were judged on."""
         return promotion_digest(
             polyaxon_version=registration.polyaxon_version or "",
             run_uuid=remote.run_uuid or "",
@@ -172,9 +200,10 @@ class PromotionRequests:
             stage=stage,
             from_stage=remote.stage,
             check=f"{check.id}:{check.spec_digest}:{check.status}" if check is not None else "none",
+            metrics=metrics,
         )
 
-    def fresh_digest(self, request: ApprovalRequest, _run: Run) -> str | None:
+    def fresh_digest(self, request: ApprovalRequest, run: Run) -> str | None:
         """The request's digest now (None while Polyaxon can't say: checked again before the stage moves)."""
         from bot.polyaxon import GatewayError
 
@@ -183,10 +212,14 @@ class PromotionRequests:
             return "sha256:gone"
         try:
             remote = self.ledger.gateway.get_model_version(registration.polyaxon_version or "")
+            _, metrics = self.metric_criteria(run, self.rules(request.model).rule(request.stage or ""))
         except GatewayError as exc:
             log.warning("release: can't re-read %s: %s", registration.polyaxon_version, exc)
             return None
-        return self.digest(registration, remote, stage=request.stage or "", check=check)
+        except RunError as exc:  # the criteria file became unreadable: nothing can be judged now
+            log.warning("release: %s", exc)
+            return None
+        return self.digest(registration, remote, stage=request.stage or "", check=check, metrics=metrics)
 
     def subject(self, request: ApprovalRequest) -> tuple[Registration | None, ServingCheck | None]:
         """The registration and serving check a promotion request is about."""

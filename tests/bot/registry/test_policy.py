@@ -118,6 +118,24 @@ def test_candidate_digest_changes_with_checkpoint_or_eval() -> None:
     assert CAND.digest() != CAND.model_copy(update={"eval_results": {"eval_loss": 1.9}}).digest()
 
 
+def test_a_metric_an_evaluation_measured_is_judged_and_cited_and_binds_the_approvals() -> None:
+    """Issue 37: `/finetune eval RUN` adds its suite's metrics to the run's candidate, naming itself as evidence."""
+    evaluated = CAND.model_copy(
+        update={
+            "eval_results": {"eval_loss": 2.0, "tiny_capitals-acc": 0.75},
+            "evidence": {"tiny_capitals-acc": "sft-tiny-eval-1a2b3c4d"},
+        }
+    )
+    criteria = Criteria(
+        version="1", source="t.yaml", required_artifacts=[], thresholds={"tiny_capitals-acc": Threshold(min=0.5)}
+    )
+    (result,) = evaluate_criteria(criteria, evaluated, None)
+    assert result.passed and result.evidence == "tiny_capitals-acc = 0.75 (evaluation `sft-tiny-eval-1a2b3c4d`)"
+    newer = evaluated.model_copy(update={"evidence": {"tiny_capitals-acc": "sft-tiny-eval-99999999"}})
+    assert newer.digest() != evaluated.digest(), "approvals given on one evaluation do not carry to another"
+    assert "evidence" not in CAND.model_dump(exclude_defaults=True), "older candidates keep their digest"
+
+
 OPEN = RequestView(
     status="open",
     requester="U0ALICE01",

@@ -143,6 +143,13 @@ def test_the_promotion_digest_changes_with_what_the_approvals_are_for() -> None:
     assert promotion_digest(**{**base, "artifacts": ["eval", "model"]}) == digest, "order does not matter"
     for key, value in (("from_stage", "disabled"), ("check", "2:sha256:x:passed"), ("artifacts", ["model"])):
         assert promotion_digest(**{**base, key: value}) != digest, key
+    # A stage's metric thresholds bind the approvals to the values judged and the evaluation that measured them.
+    assert promotion_digest(**base, metrics={}) == digest, "no thresholds: the digest is as before"
+    judged = {"values": {"tiny_capitals-acc": 0.75}, "evidence": {"tiny_capitals-acc": "sft-tiny-eval-1"}}
+    with_metrics = promotion_digest(**base, metrics=judged)
+    assert with_metrics != digest
+    other = {"values": {"tiny_capitals-acc": 0.75}, "evidence": {"tiny_capitals-acc": "sft-tiny-eval-2"}}
+    assert promotion_digest(**base, metrics=other) != with_metrics
 
 
 BUSY = {"p50": 900.0, "p95": 2688.0, "max": 2688.0}  # a busy machine's first measure (the numbers)
