@@ -110,14 +110,7 @@ def main(run_args: EvalRunArguments, eval_args: EvalArguments) -> int:
     from trainer.loading import BaseModelError, offline_when_local
     from trainer.provenance import git_revision, library_versions
     from trainer.run import EXIT_BAD_BASE, resolve_output_dir
-    from trainer.tracking import (
-        JsonlSink,
-        MultiSink,
-        PolyaxonSink,
-        TrackingSink,
-        init_polyaxon_run,
-        polyaxon_run_active,
-    )
+    from trainer.tracking import open_sinks, polyaxon_run_active
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO, stream=sys.stdout)
     harness = prepare_harness(eval_args)
@@ -148,14 +141,8 @@ def main(run_args: EvalRunArguments, eval_args: EvalArguments) -> int:
         "recipe_hash": run_args.recipe_hash,
         "eval_contract_hash": contract.hash(),
     }
-    sinks: list[TrackingSink] = []
     jsonl = Path(run_args.metrics_jsonl) if run_args.metrics_jsonl else output_dir / "metrics.jsonl"
-    sinks.append(JsonlSink(jsonl))
-    if in_polyaxon:
-        polyaxon_run = init_polyaxon_run()
-        if polyaxon_run is not None:
-            sinks.append(PolyaxonSink(polyaxon_run))
-    sink = MultiSink(sinks)
+    sink = open_sinks(jsonl, in_polyaxon=in_polyaxon)
     try:
         config = {"run": asdict(run_args), "eval": asdict(eval_args)}
         versions = {**library_versions(), HARNESS: version("lm_eval")}

@@ -139,14 +139,7 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
     from trainer.probe import RankProbeCallback
     from trainer.procedures import ContractEvaluationMixin, build_evaluator
     from trainer.rewards import check_columns, parse_reward_names, select
-    from trainer.tracking import (
-        JsonlSink,
-        MultiSink,
-        PolyaxonSink,
-        TrackingSink,
-        init_polyaxon_run,
-        polyaxon_run_active,
-    )
+    from trainer.tracking import MultiSink, open_sinks, polyaxon_run_active
 
     spec = trainer_spec(script_args.trainer)
     reward_names = parse_reward_names(script_args.reward_funcs) if spec.takes_reward_funcs else ()
@@ -250,17 +243,11 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
             contract.procedure_version, eval_dataset, tokenizer, model, training_args, reward_names
         )
 
-    sinks: list[TrackingSink] = []
-    polyaxon_run = None
+    sink = MultiSink([])  # other ranks track nothing
     if is_main:
         output_dir.mkdir(parents=True, exist_ok=True)
         jsonl = Path(script_args.metrics_jsonl) if script_args.metrics_jsonl else output_dir / "metrics.jsonl"
-        sinks.append(JsonlSink(jsonl))
-        if in_polyaxon:
-            polyaxon_run = init_polyaxon_run()
-            if polyaxon_run is not None:
-                sinks.append(PolyaxonSink(polyaxon_run))
-    sink = MultiSink(sinks)
+        sink = open_sinks(jsonl, in_polyaxon=in_polyaxon)
     stopper = StopOnSignalCallback()
     stopper.install()
     checkpoints = CheckpointMetaCallback(expected_meta, sink, keep=keep, keep_best=keep_best, resumed_from=checkpoint)

@@ -234,3 +234,14 @@ def init_polyaxon_run() -> Any:
     except Exception as exc:  # a broken tracking setup must not stop the training
         logger.warning("polyaxon tracking.init() failed, tracking locally only: %s", exc)
         return None
+
+
+def open_sinks(jsonl: Path, *, in_polyaxon: bool) -> MultiSink:
+    """A JSONL file always, and the Polyaxon run this process runs in when there is one (tracked locally only when
+    attaching to it fails)."""
+    sinks: list[TrackingSink] = [JsonlSink(jsonl)]
+    if in_polyaxon:
+        polyaxon_run = init_polyaxon_run()
+        if polyaxon_run is not None:
+            sinks.append(PolyaxonSink(polyaxon_run))
+    return MultiSink(sinks)

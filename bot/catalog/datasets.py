@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from bot.catalog.errors import CatalogError
+from bot.catalog.files import read_named
 from bot.catalog.formats import DataFormat, detect_format
 
 FormatName = Literal[
@@ -90,16 +90,7 @@ def load_datasets(root: Path) -> dict[str, DatasetEntry]:
 
 
 def _load_entry(path: Path, rel: str, repo_root: Path) -> DatasetEntry:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        spec = DatasetFile.model_validate(data)
-    except yaml.YAMLError as exc:
-        raise CatalogError(rel, "(file)", f"not valid YAML: {exc}") from exc
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise CatalogError(rel, ".".join(str(p) for p in first["loc"]) or "(file)", first["msg"]) from exc
-    if spec.name != path.stem:
-        raise CatalogError(rel, "name", f"must equal the file name {path.stem!r}")
+    spec = read_named(path, rel, DatasetFile)
     if (spec.path is None) == (spec.id is None):
         raise CatalogError(rel, "path", "give either `path` (local, pinned by content digest) or `id`")
     columns: dict[str, tuple[str, ...]] = {}

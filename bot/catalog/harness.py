@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from bot.catalog.digests import content_digest
 from bot.catalog.errors import CatalogError, PlanError
+from bot.catalog.files import read_named
 from bot.grammar import closest, did_you_mean
 
 HARNESS_PROCEDURE = "lm-eval-v1"
@@ -177,15 +178,7 @@ def load_suites(root: Path, tasks: dict[str, HarnessTask]) -> dict[str, Suite]:
     tasks_dir = _as_job_reads(root / "evals" / "tasks", root.parent)
     for path in sorted((root / "evals" / "suites").glob("*.yaml")):
         rel = path.relative_to(root).as_posix()
-        try:
-            spec = SuiteFile.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
-        except yaml.YAMLError as exc:
-            raise CatalogError(rel, "(file)", f"not valid YAML: {exc}") from exc
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise CatalogError(rel, ".".join(str(p) for p in first["loc"]) or "(file)", first["msg"]) from exc
-        if spec.name != path.stem:
-            raise CatalogError(rel, "name", f"must equal the file name {path.stem!r}")
+        spec = read_named(path, rel, SuiteFile)
         for name in spec.tasks:
             if name not in tasks:
                 raise CatalogError(rel, "tasks", f"no task {name!r}{did_you_mean(closest(name, list(tasks)))}")

@@ -107,6 +107,21 @@ class LiveBot:
         posts = wait_for(lambda: self.standin.response_url_posts(CHANNEL)[before:] or None, timeout=60)
         return dict(posts[0]["payload"])
 
+    def approve(self, ts: str, user: str, reaction: str = "white_check_mark") -> None:
+        """`user` reacts with `reaction` on message `ts` in Slack (the stand-in), and Slack tells the bot."""
+        self.standin.react_as_user(user, CHANNEL, ts, reaction)
+        sent = self.sender.reaction("reaction_added", user=user, channel=CHANNEL, ts=ts, reaction=reaction)
+        assert sent.status == 200, sent.body
+
+    def wait_registered(self, model: str, versions: list[str], timeout: float = 60) -> None:
+        """Until the model's registered versions are `versions`."""
+
+        def registered() -> bool:
+            with self.runtime.services.sessions() as s:
+                return [r.version for r in repos.list_registrations(s, model=model)] == versions
+
+        assert wait_for(registered, timeout=timeout), (model, versions)
+
     def run_named(self, name: str) -> Run:
         """The run row by name."""
         with self.runtime.services.sessions() as s:

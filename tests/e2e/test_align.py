@@ -90,16 +90,8 @@ def test_dpo_alone_and_chained_on_an_sft_run_then_outputs_compare_and_register(l
         [request] = list(repos.list_approval_requests(s, model="tiny-dpo"))
     shown = str(live_bot.standin.message(CHANNEL, request.message_ts or "").get("blocks"))
     assert "eval_preference_accuracy" in shown and "tiny-dpo.yaml" in shown, shown  # the model's own criteria
-    live_bot.standin.react_as_user(BOB, CHANNEL, request.message_ts or "", "white_check_mark")
-    live_bot.sender.reaction(
-        "reaction_added", user=BOB, channel=CHANNEL, ts=request.message_ts or "", reaction="white_check_mark"
-    )
-
-    def registered() -> bool:
-        with live_bot.runtime.services.sessions() as s:
-            return [r.version for r in repos.list_registrations(s, model="tiny-dpo")] == ["v1"]
-
-    assert wait_for(registered, timeout=60)
+    live_bot.approve(request.message_ts or "", BOB)
+    live_bot.wait_registered("tiny-dpo", ["v1"])
 
 
 def test_grpo_runs_with_its_reward_functions_to_a_mean_reward_on_the_card(live_bot: LiveBot) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bot.local.polyaxon import LocalPolyaxonStack
+from storage import repos
 from tests.e2e.conftest import CHANNEL, REPO, LiveBot, reply_text, start_live_bot
 from tests.e2e.test_lifecycle import run_name_in
 from tests.fixtures.slack import wait_for
@@ -23,6 +24,7 @@ from tests.fixtures.slack import wait_for
 pytestmark = [pytest.mark.polyaxon, pytest.mark.trainer]
 
 ALT_MODEL = ".finetune/models/tiny-llama-alt-template"
+BOB = "U0BOB0001"
 METRICS = ("tiny_capitals-acc", "tiny_capitals-acc_norm", "tiny_arith-exact_match")
 
 
@@ -64,7 +66,7 @@ def live_bot(
     _alt_model(tiny_model)
     folder = tmp_path_factory.mktemp("e2e-lmeval")
     try:
-        with start_live_bot(polyaxon_stack, folder, catalog_dir=_catalog(folder)) as bot:
+        with start_live_bot(polyaxon_stack, folder, catalog_dir=_catalog(folder), approvers=[BOB]) as bot:
             yield bot
     finally:
         shutil.rmtree(REPO / ALT_MODEL, ignore_errors=True)
@@ -119,6 +121,22 @@ def test_a_harness_contract_on_the_card_confirmed_by_outputs_then_eval_and_compa
         lambda: [m for m in live_bot.standin.replies(CHANNEL, confirmed.card_ts or "") if "Comparison" in str(m)]
     )
     assert "± " in str(table[-1].get("blocks")) and "standard error" in str(table[-1].get("blocks"))
+
+    # A registered version is evaluated too (its run's final model), and its criteria cite the harness's metrics.
+    assert "approval request" in reply_text(live_bot.command(f"register {name} model=tiny-lmeval"))
+    with live_bot.runtime.services.sessions() as s:
+        [request] = list(repos.list_approval_requests(s, model="tiny-lmeval"))
+    shown = str(live_bot.standin.message(CHANNEL, request.message_ts or "").get("blocks"))
+    assert "tiny_capitals-acc" in shown and "tiny-lmeval.yaml" in shown, shown
+    live_bot.approve(request.message_ts or "", BOB)
+    live_bot.wait_registered("tiny-lmeval", ["v1"])
+    reply = live_bot.command("eval tiny-lmeval:v1")
+    assert f"model tiny-lmeval:v1 (run {name})" in reply_text(reply), reply
+    of_version = live_bot.wait_status(run_name_in(reply), {"succeeded"}, timeout=300)
+    assert (
+        of_version.parent_run_id == confirmed.id
+        and of_version.params["subject"] == f"model tiny-lmeval:v1 (run {name})"
+    )
 
 
 def test_eval_refuses_what_it_cannot_evaluate(live_bot: LiveBot) -> None:

@@ -1,0 +1,28 @@
+"""Reading one named catalog file (a dataset entry, a suite): YAML, its schema, its name equal to its file's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from bot.catalog.errors import CatalogError
+
+Named = TypeVar("Named", bound=BaseModel)
+
+
+def read_named(path: Path, rel: str, schema: type[Named]) -> Named:
+    """`path` parsed by `schema`; a CatalogError naming the file and field when it is not valid YAML, does not fit
+    the schema, or its `name` is not the file's name."""
+    try:
+        spec = schema.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    except yaml.YAMLError as exc:
+        raise CatalogError(rel, "(file)", f"not valid YAML: {exc}") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise CatalogError(rel, ".".join(str(p) for p in first["loc"]) or "(file)", first["msg"]) from exc
+    if getattr(spec, "name", None) != path.stem:
+        raise CatalogError(rel, "name", f"must equal the file name {path.stem!r}")
+    return spec
