@@ -22,6 +22,7 @@ from bot.runs.kinds import Verb, kind_of, rule_for
 from bot.runs.plot import Points, plot_histories
 from bot.runs.thread import RunThread
 from bot.slack.blocks import escape, mention
+from bot.slack.tables import fallback_text
 from storage import repos
 from storage.models import Run
 
@@ -68,7 +69,7 @@ class Comparer:
                 )
             metric, higher = primary_metric({**contract, "primary_metric": cmd.metric})
         rows = self._rows(runs, metrics or [metric], outputs)
-        blocks = render_table(
+        message = render_table(
             rows,
             metric=metric,
             higher=higher,
@@ -78,9 +79,16 @@ class Comparer:
             peers_note=peers_note,
         )
         first = runs[0]
-        self.thread.post_thread(
-            first, f"Comparison of {len(runs)} runs (asked by {mention(user)})", purpose="compare", blocks=blocks
-        )
+        title = f"Comparison of {len(runs)} runs (asked by {mention(user)})"
+        self.thread.post_thread(first, fallback_text(title, message.lines), purpose="compare", blocks=message.blocks)
+        if message.csv is not None:
+            self.thread.upload_to_thread(
+                first,
+                content=message.csv,
+                filename="compare.csv",
+                title=f"Comparison of {len(runs)} runs by {metric}",
+                comment="The whole comparison: more columns than a Slack table holds",
+            )
         plotted = [metric, "loss"]
         png = plot_histories(self._histories(runs, plotted), plotted, exploratory=bool(differing))
         if png is not None:

@@ -9,12 +9,13 @@ member in the table (a resume supersedes the run it resumed).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
 from bot.grammar import scalar_text
 from bot.slack.blocks import context, escape, header, section
+from bot.slack.tables import Cell, Table, overflow_note, table_block, table_csv
 
 # Inputs that say what was trained on and how it is evaluated (pins, the contract), not hyperparameters.
 NOT_HYPERPARAMETERS = ("eval_", "recipe_", "dataset_", "model_", "code_revision", "image", "config", "resume_from")
@@ -104,6 +105,31 @@ def differing_params(rows: Sequence[CompareRow]) -> list[str]:
     return [k for k in keys if len({repr(r.params.get(k)) for r in rows}) > 1]
 
 
+class CompareMessage(NamedTuple):
+    """The comparison as posted: its text fallback's lines, its blocks, and the whole table when it did not fit."""
+
+    lines: list[str]
+    blocks: list[dict[str, Any]]
+    csv: bytes | None
+
+
+def compare_grid(rows: Sequence[CompareRow], *, metric: str, metrics: Sequence[str], best: CompareRow | None) -> Table:
+    """The runs as table rows: run (the best bold, with a trophy), state, every metric (± its standard error),
+    then the hyperparameters that differ."""
+    columns = [metric, *[m for m in metrics if m != metric]]
+    params = differing_params(rows)
+    cells = [
+        [
+            Cell(row.name, bold=row is best, emoji="trophy" if row is best else None),
+            Cell(_state(row)),
+            *[Cell(_value(row, c)) for c in columns],
+            *[Cell(scalar_text(row.params.get(k))) for k in params],
+        ]
+        for row in rows
+    ]
+    return Table(header=["run", "state", *columns, *params], rows=cells, align=dict.fromkeys(columns, "right"))
+
+
 def render_table(
     rows: Sequence[CompareRow],
     *,
@@ -113,17 +139,19 @@ def render_table(
     contract_hash: str,
     differing_contracts: Sequence[str],
     peers_note: str | None,
-) -> list[dict[str, Any]]:
-    """The comparison message: the runs, best marked, every contract metric, the hyperparameters that differ."""
+) -> CompareMessage:
+    """The comparison message: a table of the runs, best marked, every contract metric, the hyperparameters that
+    differ; the notes a table cannot carry around it; the whole table as CSV when it has more than 20 columns."""
     best = best_row(rows, metric, higher)
     params = differing_params(rows)
     columns = [metric, *[m for m in metrics if m != metric]]
+    grid = compare_grid(rows, metric=metric, metrics=metrics, best=best)
     lines = []
     for row in rows:
         cells = " · ".join(_cell(row, c) for c in columns)
         hyper = " ".join(f"`{escape(k)}={escape(scalar_text(row.params.get(k)))}`" for k in params)
         mark = " :trophy:" if best is not None and row is best else ""
-        lines.append(f"• `{escape(row.name)}`{mark} ({_state(row)}) {cells}" + (f" · {hyper}" if hyper else ""))
+        lines.append(f"• `{escape(row.name)}`{mark} ({escape(_state(row))}) {cells}" + (f" · {hyper}" if hyper else ""))
     blocks = [header(f"Compare {len(rows)} runs by {metric}")]
     if differing_contracts:
         blocks.append(
@@ -131,7 +159,7 @@ def render_table(
         )
     if peers_note:
         blocks.append(section(peers_note))
-    blocks.append(section("\n".join(lines)))
+    blocks.append(table_block(grid))
     notes = [
         f"Ranked by the final *{escape(metric)}* ({'higher' if higher else 'lower'} is better) of runs that succeeded, "
         f"evaluated by eval contract `{escape(contract_hash[:19]) or '—'}`; partial runs are shown, never ranked. "
@@ -144,21 +172,32 @@ def render_table(
         notes.append("Columns after the metrics are the hyperparameters that differ between these runs.")
     if best is None:
         notes.append("No run here has a final evaluation yet, so none is marked best.")
+    cut = overflow_note(grid, noun="runs", where="the whole table is in this thread as `compare.csv`")
+    if cut:
+        notes.append(cut)
     blocks.append(context(*notes))
-    return blocks
+    return CompareMessage(lines=lines, blocks=blocks, csv=None if grid.fits else table_csv(grid))
 
 
 def _cell(row: CompareRow, metric: str) -> str:
+    """`metric `0.75 ± 0.12`` for the text fallback."""
+    value = _value(row, metric)
+    return f"{escape(metric)} {value}" if value == "—" else f"{escape(metric)} `{value}`"
+
+
+def _value(row: CompareRow, metric: str) -> str:
+    """`0.75 ± 0.12` (the standard error when the harness gave one), or — when the run has no value."""
     if metric not in row.values:
-        return f"{escape(metric)} —"
+        return "—"
     error = f" ± {row.stderr[metric]:.2g}" if metric in row.stderr else ""
-    return f"{escape(metric)} `{row.values[metric]:.4g}{error}`"
+    return f"{row.values[metric]:.4g}{error}"
 
 
 def _state(row: CompareRow) -> str:
+    """The run's state as plain text (a table cell; escaped where it goes into mrkdwn)."""
     if row.superseded_by:
-        return f"{escape(row.status)}, resumed as `{escape(row.superseded_by)}`: not ranked"
+        return f"{row.status}, resumed as {row.superseded_by}: not ranked"
     if row.final:
-        return f"{escape(row.status)}, final eval"
+        return f"{row.status}, final eval"
     progress = f" at step {row.step}" + (f"/{row.max_steps}" if row.max_steps else "") if row.step is not None else ""
-    return f"{escape(row.status)}{progress}, partial: not ranked"
+    return f"{row.status}{progress}, partial: not ranked"

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import csv
+import io
+from typing import Any
+
 from bot.runs.compare_table import (
+    CompareMessage,
     CompareRow,
     best_row,
     differing_params,
@@ -58,23 +63,73 @@ def test_only_the_hyperparameters_that_differ_become_columns() -> None:
     assert differing_params([a, b]) == ["learning_rate"]
 
 
-def test_the_table_marks_one_best_and_partial_runs() -> None:
-    a = row("a", 1, loss=2.0, params={"learning_rate": 0.003})
-    b = row("b", 2, loss=1.0, params={"learning_rate": 0.001})
-    c = row("c", 3, "stopped", final=False, loss=0.5, params={"learning_rate": 0.01}, step=72, max_steps=500)
-    rows = [a, b, c]
+def cells(block: dict[str, Any]) -> list[list[str]]:
+    """A table block's rows as the text of each cell (a rich_text cell's texts and emoji codes joined)."""
+
+    def text(cell: dict[str, Any]) -> str:
+        if cell["type"] == "raw_text":
+            return str(cell["text"])
+        parts = cell["elements"][0]["elements"]
+        return "".join(p["text"] if p["type"] == "text" else f":{p['name']}:" for p in parts)
+
+    return [[text(cell) for cell in row] for row in block["rows"]]
+
+
+def compared(rows: list[CompareRow], metrics: list[str] = METRICS) -> CompareMessage:
     mark_superseded(rows)
-    blocks = render_table(
+    return render_table(
         rows,
-        metric="eval_loss",
+        metric=metrics[0],
         higher=False,
-        metrics=METRICS,
+        metrics=metrics,
         contract_hash="sha256:abc",
         differing_contracts=[],
         peers_note=None,
     )
-    text = "\n".join(str(b.get("text", {}).get("text", "")) for b in blocks)
-    lines = {name: next(line for line in text.split("\n") if f"`{name}`" in line) for name in "abc"}
+
+
+def test_the_table_marks_one_best_and_partial_runs() -> None:
+    a = row("a", 1, loss=2.0, params={"learning_rate": 0.003})
+    b = row("b", 2, loss=1.0, params={"learning_rate": 0.001})
+    c = row("c", 3, "stopped", final=False, loss=0.5, params={"learning_rate": 0.01}, step=72, max_steps=500)
+    message = compared([a, b, c])
+    [table] = [block for block in message.blocks if block["type"] == "table"]
+    header, *body = cells(table)
+    assert header == ["run", "state", "eval_loss", "eval_perplexity", "learning_rate"]
+    by_name = {r[0].removesuffix(" :trophy:"): r for r in body}
+    assert by_name["b"][0] == "b :trophy:" and by_name["a"][0] == "a" and by_name["c"][0] == "c"
+    [best] = [cell for r in table["rows"] for cell in r if cell["type"] == "rich_text"]
+    assert best["elements"][0]["elements"][0]["style"] == {"bold": True}
+    assert by_name["c"][1] == "stopped at step 72/500, partial: not ranked"
+    assert by_name["a"][1] == "succeeded, final eval"
+    assert by_name["a"][2:] == ["2", f"{2.718**2.0:.4g}", "0.003"]
+    assert table["column_settings"] == [{"align": "left"}, {"align": "left"}, {"align": "right"}, {"align": "right"}]
+    # The text fallback says the same as lines (mrkdwn), and the notes stay beside the table.
+    lines = {name: next(line for line in message.lines if f"`{name}`" in line) for name in "abc"}
     assert ":trophy:" in lines["b"] and ":trophy:" not in lines["a"] + lines["c"]
     assert "at step 72/500, partial: not ranked" in lines["c"]
     assert "eval_perplexity `" in lines["a"] and "`learning_rate=0.003`" in lines["a"]
+    assert "hyperparameters that differ" in str(message.blocks[-1]) and message.csv is None
+
+
+def test_a_resumed_run_says_which_run_resumed_it() -> None:
+    parent, child = row("parent", 1, loss=0.5), row("child", 2, loss=0.9, lineage=1)
+    body = cells(next(b for b in compared([child, parent]).blocks if b["type"] == "table"))[1:]
+    assert body[1][:2] == ["parent", "succeeded, resumed as child: not ranked"]
+
+
+def test_more_columns_than_a_table_holds_are_cut_with_a_note_and_the_whole_table_as_csv() -> None:
+    metrics = [f"task{i}-acc" for i in range(24)]  # a harness suite of many tasks: 2 + 24 columns
+
+    def wide(name: str, run_id: int, acc: float) -> CompareRow:
+        values = {m: acc for m in metrics}
+        return CompareRow(name=name, run_id=run_id, lineage=run_id, status="succeeded", final=True, values=values)
+
+    message = compared([wide("a", 1, 0.5), wide("b", 2, 0.25)], metrics)
+    [table] = [block for block in message.blocks if block["type"] == "table"]
+    assert len(table["rows"]) == 3 and {len(r) for r in table["rows"]} == {20}
+    assert "the first 20 of 26 columns" in str(message.blocks[-1]) and "`compare.csv`" in str(message.blocks[-1])
+    assert message.csv is not None
+    lines = list(csv.reader(io.StringIO(message.csv.decode())))
+    assert lines[0] == ["run", "state", *metrics] and lines[1][:3] == ["a", "succeeded, final eval", "0.5"]
+    assert lines[2][0] == "b :trophy:" and len(lines[2]) == 26  # lower is better here

@@ -89,7 +89,7 @@ def test_the_table_shows_each_metric_with_its_standard_error_and_says_when_a_gap
     best, close, far = cell_row("best", 1, 0.75, 0.1), cell_row("close", 2, 0.70, 0.1), cell_row("far", 3, 0.2, 0.1)
     notes = within_stderr([best, close, far], "tiny_capitals-acc", best)
     assert len(notes) == 1 and notes[0].startswith("`close` is 0.05 from the best") and "±0.141" in notes[0]
-    blocks = render_table(
+    message = render_table(
         [best, close, far],
         metric="tiny_capitals-acc",
         higher=True,
@@ -98,6 +98,9 @@ def test_the_table_shows_each_metric_with_its_standard_error_and_says_when_a_gap
         differing_contracts=[],
         peers_note=None,
     )
-    text = str(blocks)
-    assert "tiny_capitals-acc `0.75 ± 0.1`" in text and "± is the harness's standard error" in text
-    assert "the evaluation does not tell them apart" in text
+    [table] = [block for block in message.blocks if block["type"] == "table"]
+    assert table["rows"][0][2] == {"type": "raw_text", "text": "tiny_capitals-acc"}
+    assert [r[2]["text"] for r in table["rows"][1:]] == ["0.75 ± 0.1", "0.7 ± 0.1", "0.2 ± 0.1"]
+    text = str(message.blocks)
+    assert "± is the harness's standard error" in text and "the evaluation does not tell them apart" in text
+    assert any("tiny_capitals-acc `0.75 ± 0.1`" in line for line in message.lines)  # the text fallback
