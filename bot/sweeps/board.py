@@ -14,7 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from bot.slack.blocks import MAX_SECTION, context, escape, header, section
+from bot.slack.blocks import context, escape, header, section
+from bot.slack.tables import MAX_TABLE_ROWS, Cell, Table, fallback_text, overflow_note, table_block, table_csv
 from storage.models import Run, Sweep
 from storage.repos.runs import TERMINAL_STATUSES
 
@@ -23,8 +24,6 @@ RUNNING = frozenset({"starting", "running", "processing", "retrying", "resuming"
 FAILED = frozenset({"failed", "upstream_failed"})
 # A trial's or a sweep's final states: the run machinery's (a sweep whose submission failed has ended too).
 ENDED = TERMINAL_STATUSES
-# Rows the leaderboard lists by name; the rest are counted (Slack's 3,000 characters per section, 50 blocks).
-SHOWN = 40
 
 
 class TrialRow(BaseModel):
@@ -153,40 +152,66 @@ def format_value(value: Any) -> str:
     return "?" if value is None else str(value)
 
 
+def leaderboard_table(sweep: Sweep, rows: Sequence[TrialRow]) -> Table:
+    """The trials as table rows, ranked first: place, trial (the best bold, with a trophy), each swept key,
+    status, and the metric (final, so far, or none)."""
+    keys = [str(axis["key"]) for axis in sweep.space]
+    cells = [
+        [
+            Cell(f"#{row.rank}" if row.rank is not None else "–"),
+            Cell(row.name, bold=row.rank == 1, emoji="trophy" if row.rank == 1 else None),
+            *[Cell(format_value(row.values.get(key))) for key in keys],
+            Cell(row.status),
+            Cell(_shown(row)),
+        ]
+        for row in _ordered(rows)
+    ]
+    header = ["#", "trial", *keys, "status", sweep.metric]
+    return Table(header=header, rows=cells, align={"#": "right", sweep.metric: "right"})
+
+
+def leaderboard_csv(sweep: Sweep, rows: Sequence[TrialRow]) -> bytes | None:
+    """The whole leaderboard as CSV when a table block cannot hold it (over 99 trials or 20 columns), else None."""
+    table = leaderboard_table(sweep, rows)
+    return None if table.fits else table_csv(table)
+
+
 def render_leaderboard(
     sweep: Sweep, rows: Sequence[TrialRow], *, title: str, ended: bool = False
 ) -> tuple[str, list[dict[str, Any]]]:
-    """The leaderboard message (one, edited in place): ranked trials first, then the others by trial number."""
+    """The leaderboard message (one, edited in place): a table of the ranked trials first, then the others by
+    trial number; its text fallback is the same as lines."""
     direction = "higher is better" if sweep.higher_is_better else "lower is better"
-    ordered = ranked(rows) + [row for row in rows if row.rank is None]
-    lines = [_line(row, sweep.metric) for row in ordered[:SHOWN]]
-    if len(ordered) > SHOWN:
-        left = ordered[SHOWN:]
-        lines.append(f"… and {len(left)} more trials ({sum(1 for r in left if r.rank is not None)} ranked)")
     blocks: list[dict[str, Any]] = [header(f"Leaderboard · {title}")]
-    if not rows:
-        blocks.append(section("_No trials yet: Polyaxon is creating them._"))
-    current = ""
-    for line in lines:
-        if current and len(current) + len(line) + 1 > MAX_SECTION:
-            blocks.append(section(current))
-            current = line
-        else:
-            current = f"{current}\n{line}" if current else line
-    if current:
-        blocks.append(section(current))
-    state = "final" if ended else "updated as trials finish"
-    blocks.append(
-        context(
-            f"ranked by the eval contract's *{escape(sweep.metric)}* ({direction}), final evaluations only; "
-            f"never by training loss or speed · {state}"
+    notes = [
+        f"ranked by the eval contract's *{escape(sweep.metric)}* ({direction}), final evaluations only; "
+        f"never by training loss or speed · {'final' if ended else 'updated as trials finish'}"
+    ]
+    if rows:
+        table = leaderboard_table(sweep, rows)
+        blocks.append(table_block(table))
+        left = _ordered(rows)[MAX_TABLE_ROWS - 1 :]
+        if left:
+            ranked_left = sum(1 for r in left if r.rank is not None)
+            notes.append(f"… and {len(left)} more trials ({ranked_left} ranked)")
+        # The CSV is posted once, with the summary: a leaderboard edited on every trial would repost it each time.
+        where = (
+            "the whole leaderboard is in this thread as a CSV file"
+            if ended
+            else ("the whole leaderboard comes in this thread as a CSV file when the sweep ends")
         )
-    )
+        cut = overflow_note(table, noun="trials", where=where)
+        if cut:
+            notes.append(cut)
+    else:
+        blocks.append(section("_No trials yet: Polyaxon is creating them._"))
+    blocks.append(context(*notes))
     top = best(rows)
-    text = f"Leaderboard of {title}: " + (
+    first = f"Leaderboard of {title}: " + (
         f"best {top.name} {sweep.metric}={format_value(top.metric)}" if top else "no trial finished yet"
     )
-    return escape(text), blocks  # the notification text is mrkdwn too
+    # The notification text is mrkdwn too: the first line escaped here, the trial lines by _line.
+    return fallback_text(escape(first), [_line(row, sweep.metric) for row in _ordered(rows)]), blocks
 
 
 def board_digest(text: str, blocks: list[dict[str, Any]]) -> str:
@@ -195,15 +220,30 @@ def board_digest(text: str, blocks: list[dict[str, Any]]) -> str:
     return "sha256:" + hashlib.sha256(payload.encode()).hexdigest()
 
 
+def _ordered(rows: Sequence[TrialRow]) -> list[TrialRow]:
+    """Ranked trials best first, then the others by trial number."""
+    return ranked(rows) + [row for row in rows if row.rank is None]
+
+
+def _shown(row: TrialRow) -> str:
+    """The trial's metric as its cell reads: final, so far (running), or why there is none."""
+    if row.final:
+        return format_value(row.metric)
+    if row.metric is not None and row.status in RUNNING:
+        return f"{format_value(row.metric)} (so far)"
+    if row.status == "succeeded":
+        return "no final evaluation"
+    return "—"
+
+
 def _line(row: TrialRow, metric: str) -> str:
+    """The trial as one mrkdwn line of the text fallback."""
     mark = ":trophy: " if row.rank == 1 else ""
     place = f"#{row.rank}" if row.rank is not None else "–"
     if row.final:
         shown = f"{escape(metric)} *{format_value(row.metric)}*"
     elif row.metric is not None and row.status in RUNNING:
         shown = f"{escape(metric)} {format_value(row.metric)} (so far)"
-    elif row.status == "succeeded":
-        shown = "no final evaluation"
     else:
-        shown = "—"
+        shown = _shown(row)
     return f"{mark}{place} `{escape(row.name)}` {escape(values_text(row.values))} · {escape(row.status)} · {shown}"

@@ -28,6 +28,7 @@ from bot.sweeps.board import (
     TrialRow,
     best,
     board_digest,
+    leaderboard_csv,
     progress,
     render_leaderboard,
     trial_rows,
@@ -294,6 +295,15 @@ class SweepFollower:
                     filename=f"{run.name}-space.png",
                     title=f"{sweep.metric} against each swept key",
                     comment=f"{sweep.metric} of each trial's final evaluation against its swept values (best starred)",
+                )
+            table = leaderboard_csv(sweep, rows)
+            if table is not None:
+                self.thread.upload_to_thread(
+                    run,
+                    content=table,
+                    filename=f"{run.name}-leaderboard.csv",
+                    title=f"Leaderboard of {run.name}",
+                    comment=f"All {len(rows)} trials: more than a Slack table holds",
                 )
         with self.deps.sessions() as s:
             fresh = repos.get_sweep(s, run_id=run.id or 0)

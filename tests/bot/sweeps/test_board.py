@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from bot.slack.blocks import MAX_SECTION
 from bot.sweeps.board import (
     TrialRow,
     best,
     board_digest,
     count,
+    leaderboard_csv,
     ranked,
     render_leaderboard,
     trial_rows,
@@ -102,6 +104,19 @@ def texts(blocks: list[dict[str, Any]]) -> str:
             text = element.get("text")
             out.append(str(text["text"]) if isinstance(text, dict) else str(text))
     return "\n".join(out)
+
+
+def cells(blocks: list[dict[str, Any]]) -> list[list[str]]:
+    """The leaderboard's table as the text of each cell (a rich_text cell's texts and emoji codes joined)."""
+
+    def text(cell: dict[str, Any]) -> str:
+        if cell["type"] == "raw_text":
+            return str(cell["text"])
+        parts = cell["elements"][0]["elements"]
+        return "".join(p["text"] if p["type"] == "text" else f":{p['name']}:" for p in parts)
+
+    [table] = [block for block in blocks if block["type"] == "table"]
+    return [[text(cell) for cell in row] for row in table["rows"]]
 
 
 def buttons(blocks: list[dict[str, Any]]) -> dict[str, str]:
@@ -238,47 +253,60 @@ def test_the_leaderboard_ranks_first_and_marks_what_is_not_final() -> None:
     text, blocks = render_leaderboard(sweep, trial_rows(sweep, trials, CONTRACT), title="quickstart-sweep-1")
     body = texts(blocks)
     assert blocks[0]["type"] == "header" and "Leaderboard · quickstart-sweep-1" in body
-    lines = body.splitlines()
-    first = next(i for i, line in enumerate(lines) if "sweep-1-trial-5" in line)
-    second = next(i for i, line in enumerate(lines) if "sweep-1-trial-1" in line)
-    assert first < second
-    assert ":trophy: #1 `sweep-1-trial-5`" in lines[first] and "accuracy *0.9*" in lines[first]
-    assert "#2 `sweep-1-trial-1`" in lines[second]
+    header, *rows = cells(blocks)
+    assert header == ["#", "trial", "lr", "status", "accuracy"]
+    assert rows[0] == ["#1", "sweep-1-trial-5 :trophy:", "0.1", "succeeded", "0.9"]
+    assert rows[1] == ["#2", "sweep-1-trial-1", "0.01", "succeeded", "0.8"]
+    by_name = {r[1]: r for r in rows}
+    assert by_name["sweep-1-trial-3"][0] == "–" and by_name["sweep-1-trial-3"][-1] == "0.99 (so far)"
+    assert by_name["sweep-1-trial-2"][-1] == "no final evaluation" and by_name["sweep-1-trial-4"][-1] == "—"
+    assert "higher is better" in body and "updated as trials finish" in body
+    # The text fallback: the summary line, then the same rows as mrkdwn lines, best first.
+    first, *lines = text.splitlines()
+    assert first == "Leaderboard of quickstart-sweep-1: best sweep-1-trial-5 accuracy=0.9"
+    assert lines[0].startswith(":trophy: #1 `sweep-1-trial-5`") and "accuracy *0.9*" in lines[0]
+    assert lines[1].startswith("#2 `sweep-1-trial-1`")
     running = next(line for line in lines if "sweep-1-trial-3" in line)
     assert "accuracy 0.99 (so far)" in running and "#" not in running.split("`")[0]
-    unevaluated = next(line for line in lines if "sweep-1-trial-2" in line)
-    assert "no final evaluation" in unevaluated
-    assert "higher is better" in body and "updated as trials finish" in body
-    assert text == "Leaderboard of quickstart-sweep-1: best sweep-1-trial-5 accuracy=0.9"
+    assert "no final evaluation" in next(line for line in lines if "sweep-1-trial-2" in line)
 
 
 def test_a_running_trial_is_never_best_so_far() -> None:
     sweep = make_sweep(2)
     rows = trial_rows(sweep, [trial(1, "running", metric=0.99), trial(2, "queued")], CONTRACT)
     text, blocks = render_leaderboard(sweep, rows, title="s")
-    assert best(rows) is None and ":trophy:" not in texts(blocks)
-    assert "(so far)" in texts(blocks)
-    assert text == "Leaderboard of s: no trial finished yet"
+    assert best(rows) is None and ":trophy:" not in str(cells(blocks)) + text
+    assert "(so far)" in cells(blocks)[1][-1]
+    assert text.splitlines()[0] == "Leaderboard of s: no trial finished yet"
 
 
 def test_an_empty_leaderboard_says_polyaxon_is_creating_trials() -> None:
     _, blocks = render_leaderboard(make_sweep(2, higher=False), [], title="s", ended=True)
     body = texts(blocks)
     assert "No trials yet" in body and "lower is better" in body and "final" in body
+    assert all(block["type"] != "table" for block in blocks)
 
 
-def test_a_leaderboard_of_100_trials_stays_within_slacks_limits() -> None:
-    sweep = make_sweep(100)
-    trials = [trial(i, metric=(i % 37) / 37, lr=0.01 * i) for i in range(1, 101)]
-    text, blocks = render_leaderboard(sweep, trial_rows(sweep, trials, CONTRACT), title="big")
-    assert len(blocks) <= 50
-    for block in blocks:
-        if block["type"] == "section":
-            assert len(block["text"]["text"]) <= MAX_SECTION
+def test_a_leaderboard_of_150_trials_shows_the_best_99_and_keeps_the_whole_as_csv() -> None:
+    sweep = make_sweep(150)
+    trials = [trial(i, metric=(i % 37) / 37, lr=0.01 * i) for i in range(1, 151)]
+    rows = trial_rows(sweep, trials, CONTRACT)
+    text, blocks = render_leaderboard(sweep, rows, title="big")
+    assert len(blocks) <= 50 and sum(1 for b in blocks if b["type"] == "table") == 1
+    header, *shown = cells(blocks)
+    assert header[-1] == "accuracy" and len(shown) == 99 and [r[0] for r in shown[:3]] == ["#1", "#2", "#3"]
     body = texts(blocks)
-    assert "… and 60 more trials (60 ranked)" in body
-    assert body.count("sweep-1-trial-") == 40
-    assert text.startswith("Leaderboard of big: best ")
+    assert "… and 51 more trials (51 ranked)" in body
+    assert "the first 99 of 150 trials" in body and "as a CSV file when the sweep ends" in body
+    _, ended = render_leaderboard(sweep, rows, title="big", ended=True)
+    assert "the whole leaderboard is in this thread as a CSV file" in texts(ended)
+    assert len(text) <= 4_000 and text.startswith("Leaderboard of big: best ") and text.endswith(" more")
+    table = leaderboard_csv(sweep, rows)
+    assert table is not None
+    lines = list(csv.reader(io.StringIO(table.decode())))
+    assert lines[0] == ["#", "trial", "lr", "status", "accuracy"] and len(lines) == 151
+    assert [line[0] for line in lines[1:]] == [f"#{rank}" for rank in range(1, 151)]
+    assert leaderboard_csv(sweep, rows[:99]) is None  # 99 trials and the header fit: no file
 
 
 def test_board_digest_is_stable_and_follows_the_content() -> None:

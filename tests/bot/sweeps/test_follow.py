@@ -197,8 +197,11 @@ def test_the_leaderboard_is_posted_once_then_edited_per_trial_transition_and_nev
     assert sweep is not None and sweep.leaderboard_ts is not None
     edits = [c for c in standin.calls("chat.update") if c["ts"] == sweep.leaderboard_ts]
     assert len(edits) == 6  # one per trial transition
-    board = str(standin.message(DEFAULT_CHANNEL, sweep.leaderboard_ts)["blocks"])
-    assert board.index("#1 `quickstart-sweep-0123456789-t2`") < board.index("#2 `quickstart-sweep-0123456789-t3`")
+    board = standin.message(DEFAULT_CHANNEL, sweep.leaderboard_ts)
+    [table] = [block for block in board["blocks"] if block["type"] == "table"]
+    assert [row[0]["text"] for row in table["rows"][1:3]] == ["#1", "#2"]
+    assert table["rows"][2][1]["text"] == "quickstart-sweep-0123456789-t3"  # #1 is bold with its trophy
+    assert board["text"].index("#1 `quickstart-sweep-0123456789-t2`") < board["text"].index("#2 `quickstart-sweep")
     # A restarted bot (a new watcher on the same database) edits the same leaderboard; it posts none.
     restarted, _ = build_again(sessions, standin, gateway, watcher)
     gateway.matrix = "succeeded"
@@ -217,6 +220,36 @@ def test_the_leaderboard_is_posted_once_then_edited_per_trial_transition_and_nev
     assert len(standin.replies(DEFAULT_CHANNEL, run.card_ts or "")) == told
     with sessions() as s:
         assert repos.followed_sweeps(s) == []
+
+
+def test_a_sweep_of_150_trials_shows_99_in_its_table_and_posts_the_whole_leaderboard_as_csv_once(
+    sessions: SessionFactory, standin: SlackStandIn
+) -> None:
+    gateway = FakeGateway(150)
+    watcher, run = build(sessions, standin, gateway)
+    watcher.tick()
+    for at, uuid in enumerate(gateway.trials):
+        gateway.finish(uuid, "succeeded", accuracy=round(0.5 + at / 1000, 3), at=at)
+    watcher.tick()
+    with sessions() as s:
+        sweep = repos.get_sweep(s, run_id=run.id or 0)
+    assert sweep is not None and sweep.leaderboard_ts is not None
+    blocks = standin.message(DEFAULT_CHANNEL, sweep.leaderboard_ts)["blocks"]
+    [table] = [block for block in blocks if block["type"] == "table"]
+    assert len(table["rows"]) == 100 and table["rows"][1][0]["text"] == "#1"
+    assert "the first 99 of 150 trials" in str(blocks) and "when the sweep ends" in str(blocks)
+    assert not [f for f in standin.files() if f["name"].endswith(".csv")]  # not while the sweep runs
+    gateway.matrix = "succeeded"
+    watcher.tick()
+    watcher.tick()
+    [csv_file] = [f for f in standin.files() if f["name"].endswith(".csv")]
+    assert csv_file["name"] == "quickstart-sweep-0123456789-leaderboard.csv"
+    assert csv_file["thread_ts"] == run.card_ts
+    lines = csv_file["content"].decode().splitlines()
+    assert lines[0] == "#,trial,lr,status,accuracy" and len(lines) == 151
+    assert lines[1].startswith("#1,quickstart-sweep-0123456789-t150 :trophy:,1.5,succeeded,0.649")
+    blocks = standin.message(DEFAULT_CHANNEL, sweep.leaderboard_ts)["blocks"]
+    assert "the whole leaderboard is in this thread as a CSV file" in str(blocks)
 
 
 def build_again(
