@@ -71,6 +71,8 @@ def message_text(message: dict[str, Any], saved: Mapping[str, Path] | None = Non
                 parts.append(str(element.get("text") or ""))
             elif isinstance(element, dict) and element.get("type") == "button":
                 parts.append(f"[{element['text']['text']}]")
+        if block.get("type") == "table":
+            parts.extend(SEPARATOR.join(_cell_text(cell) for cell in row) for row in block.get("rows") or [])
     if not parts and message.get("text"):
         parts.append(str(message["text"]))
     for item in message.get("files") or []:
@@ -78,6 +80,20 @@ def message_text(message: dict[str, Any], saved: Mapping[str, Path] | None = Non
         kept = f", saved as {where}" if where is not None else ""
         parts.append(f"[file {item.get('title') or item.get('name')}, {item.get('size', 0)} bytes{kept}]")
     return "\n".join(parts)
+
+
+def _cell_text(cell: Any) -> str:
+    """A table cell as it reads: raw text as it is, rich text's words and emoji codes."""
+    if not isinstance(cell, dict):
+        return ""
+    if cell.get("type") != "rich_text":
+        return str(cell.get("text") or "")
+    words = [
+        str(part.get("text") or "") if part.get("type") != "emoji" else f":{part.get('name')}:"
+        for section in cell.get("elements") or []
+        for part in section.get("elements") or []
+    ]
+    return "".join(words)
 
 
 def plain(text: str) -> str:

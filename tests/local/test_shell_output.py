@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from bot.local.messages import describe_change, describe_edit, message_text, plain
+from bot.local.messages import describe_change, describe_edit, lines, message_text, plain
 from bot.local.printer import Printer
 from bot.local.slack import SlackStandIn
 from bot.local.slack import chat as chat_api
 from bot.local.slack import reactions as reactions_api
 from bot.local.slack.state import BOT_USER_ID, DEFAULT_CHANNEL
 from bot.runs.card import CardView, card_text, render_card
+from bot.slack.tables import Cell, Table, table_block
 
 RUN = "sft-tiny-3f2a9c1d7e"
 
@@ -143,6 +144,13 @@ def test_message_text_shows_buttons_and_files() -> None:
     }
     assert message_text(message) == "[Logs]\n[file log.txt, 12 bytes]"
     assert message_text({"text": "only text"}) == "only text"
+
+
+def test_message_text_reads_a_table_row_by_row() -> None:
+    table = Table(header=["run", "eval_loss"], rows=[[Cell("a", bold=True, emoji="trophy"), Cell("1.5")]])
+    message = {"text": "fallback", "blocks": [{"type": "header", "text": {"text": "Compare"}}, table_block(table)]}
+    assert message_text(message) == "Compare\nrun · eval_loss\na :trophy: · 1.5"
+    assert [line.parts for line in lines(message)][1:] == [("run", "eval_loss"), ("a", "1.5")]
 
 
 # --- the printer, on the stand-in's state ------------------------------------------------------------
