@@ -195,11 +195,9 @@ def render_leaderboard(
             ranked_left = sum(1 for r in left if r.rank is not None)
             notes.append(f"… and {len(left)} more trials ({ranked_left} ranked)")
         # The CSV is posted once, with the summary: a leaderboard edited on every trial would repost it each time.
-        where = (
-            "the whole leaderboard is in this thread as a CSV file"
-            if ended
-            else ("the whole leaderboard comes in this thread as a CSV file when the sweep ends")
-        )
+        where = "the whole leaderboard is in this thread as a CSV file"
+        if not ended:
+            where = "the whole leaderboard comes in this thread as a CSV file when the sweep ends"
         cut = overflow_note(table, noun="trials", where=where)
         if cut:
             notes.append(cut)
