@@ -18,7 +18,7 @@ USAGE: dict[str, str] = {
         "[--dry-run] [--force] [--skip-preflight]"
     ),
     "status": "/finetune status [RUN]",
-    "logs": "/finetune logs RUN [lines=N]",
+    "logs": "/finetune logs RUN [lines=N] | logs RUN follow",
     "compare": "/finetune compare RUN RUN… [metric=NAME] [--exploratory] | compare SWEEP [top=N]",
     "stop": "/finetune stop RUN",
     "resume": "/finetune resume RUN [checkpoint=latest|step-N] [max_steps=N]",
@@ -70,7 +70,12 @@ HELP: dict[str, str] = {
         "its first 8 characters, or a run name; a part of a name that begins several runs' names (a recipe's "
         "name) is ambiguous, and the reply lists the runs it could be."
     ),
-    "logs": "Post the last N log lines of a run (default 50, at most 1000) in its thread, secrets redacted.",
+    "logs": (
+        "Post the last N log lines of a run (default 50, at most 1000) in its thread, secrets redacted. "
+        "`logs RUN follow` streams the log into the run's thread as one growing message (its last lines first, "
+        "then each new line, secrets redacted) until the run ends or for 10 minutes at most; one follow per run "
+        "at a time: asked again while it streams, the reply links to the stream."
+    ),
     "compare": (
         "Compare two or more runs on one metric (default: the eval contract's first metric): a table and a "
         "plot in the thread. Runs must share one eval contract; runs labelled non-comparable (exploration) "

@@ -17,6 +17,7 @@ from bot.grammar.lexing import (
     _no_extra,
     _only_keys,
     _run_ref,
+    closest,
     int_written_as_float,
 )
 
@@ -35,11 +36,12 @@ class StatusCommand(_Command):
 
 
 class LogsCommand(_Command):
-    """`logs RUN [lines=N]`."""
+    """`logs RUN [lines=N]`, or `logs RUN follow`: the log streamed into the run's thread as it grows."""
 
     name: Literal["logs"] = "logs"
     run: str
     lines: int = 50
+    follow: bool = False
 
 
 class CompareCommand(_Command):
@@ -87,13 +89,27 @@ def _parse_status(tokens: list[str]) -> StatusCommand:
 
 
 def _parse_logs(tokens: list[str]) -> LogsCommand:
-    usage = "logs RUN [lines=N]"
+    usage = "logs RUN [lines=N], or logs RUN follow"
     positional, pairs = _key_values(tokens, "logs")
     _only_keys(pairs, ("lines",), "logs")
-    words, _ = _flags(positional, (), "logs")
+    # `--follow` is how other tools spell it (tail -f, kubectl logs -f): accepted as the same word.
+    words, flags = _flags(positional, ("--follow",), "logs")
     if not words:
         raise CommandError(f"`logs` needs a RUN; usage: {usage}")
-    _no_extra(words[1:], "logs RUN", usage)
+    follow = "--follow" in flags
+    rest = words[1:]
+    if rest and rest[0].lower() == "follow":
+        if follow:
+            raise CommandError("follow is given twice")
+        follow, rest = True, rest[1:]
+    if rest and not follow and closest(rest[0].lower(), ["follow"]):
+        raise CommandError(f"unexpected {rest[0]!r} after `logs RUN`; did you mean follow? usage: {usage}")
+    _no_extra(rest, "logs RUN follow" if follow else "logs RUN", usage)
+    if follow and "lines" in pairs:
+        raise CommandError(
+            "lines=N is for a one-off tail; `logs RUN follow` starts with the log's last lines and streams each new "
+            "one as it comes, so it takes no lines="
+        )
     lines = 50
     if "lines" in pairs:
         raw = pairs["lines"]
@@ -102,7 +118,7 @@ def _parse_logs(tokens: list[str]) -> LogsCommand:
         lines = int(raw)
         if not 1 <= lines <= MAX_LOG_LINES:
             raise CommandError(f"lines={lines} is out of bounds: 1..{MAX_LOG_LINES}")
-    return LogsCommand(run=_run_ref(words[0]), lines=lines)
+    return LogsCommand(run=_run_ref(words[0]), lines=lines, follow=follow)
 
 
 def _parse_compare(tokens: list[str]) -> CompareCommand:
