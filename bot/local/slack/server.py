@@ -18,7 +18,7 @@ import threading
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from bot.local.slack import auth, chat, conversations, responses, users, viewing, views
+from bot.local.slack import auth, chat, conversations, responses, streams, users, viewing, views
 from bot.local.slack import files as files_api  # aliased: `files()` and `reactions()` are the stand-in's accessors
 from bot.local.slack import reactions as reactions_api
 from bot.local.slack.httpd import serve, shut_down
@@ -59,6 +59,7 @@ class SlackStandIn:
         self._methods: dict[str, ApiMethod] = {
             **auth.METHODS,
             **chat.METHODS,
+            **streams.METHODS,
             **reactions_api.METHODS,
             **conversations.METHODS,
             **users.METHODS,
@@ -201,6 +202,12 @@ class SlackStandIn:
         """One message by ts."""
         with self.state.lock:
             return copy.deepcopy(self.state.channel(channel).find(ts))
+
+    def stream_state(self, channel: str, ts: str) -> str | None:
+        """A streamed message's state ("streaming" or "stopped"), or None for a message that never streamed."""
+        with self.state.lock:
+            stream = self.state.streams.get((channel, ts))
+            return None if stream is None else str(stream.state)
 
     def ephemerals(self, channel: str | None = None, user: str | None = None) -> list[dict[str, Any]]:
         """Ephemeral messages posted with chat.postEphemeral, filtered by channel and user."""

@@ -86,6 +86,10 @@ class Workspace:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.rate_limits: dict[str, RateLimit] = {}
         self.views = ViewStore()
+        # Streamed messages (chat.startStream) by (channel, ts), and how long Slack lets one stream after its
+        # start (about five minutes on the live API; appends do not extend it). Tests may shorten it.
+        self.streams: dict[tuple[str, str], Any] = {}
+        self.stream_lifetime_s = 300.0
         self.last_ts = 0.0
 
     @property
