@@ -14,6 +14,9 @@ from storage.columns import UTCDateTime as UTCDateTime
 from storage.columns import _created, _json, _ts
 from storage.columns import utcnow as utcnow
 
+# Streamed logs' one-follow-per-run guard, likewise in its own module.
+from storage.follow_models import LogFollow as LogFollow
+
 # The release path's tables live in their own module; importing them here registers them with the metadata
 # and keeps `from storage.models import …` the one place tables are imported from.
 from storage.release_models import ReleaseEvent as ReleaseEvent
