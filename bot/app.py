@@ -28,6 +28,7 @@ from bot.slack.client import SlackReplyError, build_web_client, post_to_response
 from bot.watch import Watcher
 from handlers import actions, commands, forms, home, reactions
 from handlers import deliveries as delivery_jobs
+from handlers import follows as follow_jobs
 from handlers import watcher as watcher_jobs
 from storage.db import SessionFactory, make_engine
 
@@ -160,6 +161,9 @@ class Runtime:
         if self.services.digests is not None:
             self.services.digests.stop()
         stop_scheduler(self.scheduler)
+        if self.services.follows is not None:
+            # Polls stop and each follow's lease ends now: a live replica (or this one restarted) goes on with it.
+            self.services.follows.shutdown()
         if self.lease is not None:
             # A clean stop hands the watcher over at once instead of after the lease's ttl.
             self.lease.release()
@@ -178,6 +182,7 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
     """
     from bot.catalog import Catalog
     from bot.evals import EvalService
+    from bot.follow import LogFollower
     from bot.outputs import OutputsService
     from bot.preflight import PreflightService
     from bot.registry import RegistrationService
@@ -239,6 +244,9 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
         services.release = ReleaseService(services.registry)
         services.outputs = OutputsService(services.runs.deps, services.runs.thread)
         services.evals = EvalService(services.runs.deps, services.runs.submitter)
+        # Every replica streams the follows it started and takes over those a replica that went left streaming.
+        services.follows = LogFollower(services.runs.thread, holder=holder)
+        follow_jobs.register(scheduler, services.follows, interval_s=settings.finetune.watch_interval_s)
         services.preflights = PreflightService(services.runs.deps, services.runs.thread, services.runs.submitter)
         runs = services.runs
         services.sweeps = SweepService(runs.deps, runs.thread, runs.submitter, runs.comparer, usage=services.usage)

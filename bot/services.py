@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from bot.catalog import Catalog
     from bot.digest import DigestRuntime
     from bot.evals import EvalService
+    from bot.follow import LogFollower
     from bot.forms import RunForm
     from bot.home import AppHome
     from bot.outputs import OutputsService
@@ -237,6 +238,8 @@ class Services:
     release: ReleaseService | None = None
     # Accelerator-hours: estimates, accounting, `usage` and `budget` (needs Polyaxon, built with `runs`).
     usage: UsageService | None = None
+    # `logs RUN follow`: the log streamed into the run's thread on threads of its own (needs Polyaxon).
+    follows: LogFollower | None = None
     # Slack-native surfaces: the run form (a modal) and App Home; `build_app` builds them on the app's client.
     forms: RunForm | None = None
     home: AppHome | None = None

@@ -249,6 +249,10 @@ def handle_command(services: Services, command: Command, *, user: str, channel: 
     if isinstance(command, StatusCommand):
         return runs.status(command.run, user=user).as_blocks()
     if isinstance(command, LogsCommand):
+        if command.follow:
+            if services.follows is None:
+                return not_available("logs … follow", NEEDS_POLYAXON)
+            return services.follows.follow(command.run, user=user).as_blocks()
         return runs.logs(command.run, lines=command.lines, user=user).as_blocks()
     if isinstance(command, StopCommand):
         return runs.stop(command.run, user=user).as_blocks()
