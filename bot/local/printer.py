@@ -62,12 +62,19 @@ class Printer:
         before = self._seen.get(ts)
         if before is None:
             self._write(f"[{ts}] (new) {self._shown(message)}", indent=indent)
+        elif self._streamed(ts) and message_text(message).startswith(message_text(before)):
+            # A streamed message (`logs RUN follow`) only grows: what came since the last poll, not a diff.
+            grown = message_text(message)[len(message_text(before)) :].strip("\n")
+            self._write(f"[{ts}] (streamed) {as_shown(grown, user=self._name, group=self._group)}", indent=indent)
         elif message_text(before) != message_text(message):
             change = describe_edit(before, message)
             line = f"(edited) {change}" if change else f"(edited, no visible change) {title(message)}"
             self._write(f"[{ts}] {line}", indent=indent)
         self._seen[ts] = {k: message.get(k) for k in ("text", "blocks", "files")}
         self._show_reactions(ts, message, indent=indent)
+
+    def _streamed(self, ts: str) -> bool:
+        return self.standin.stream_state(self.channel, ts) is not None
 
     def _shown(self, message: dict[str, Any]) -> str:
         """The message as Slack shows it, its files saved first so that their lines say where."""

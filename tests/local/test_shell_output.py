@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from bot.local.messages import describe_change, describe_edit, lines, message_text, plain
-from bot.local.printer import Printer
+from bot.local.printer import THREAD_INDENT, Printer
 from bot.local.slack import SlackStandIn
 from bot.local.slack import chat as chat_api
 from bot.local.slack import reactions as reactions_api
+from bot.local.slack import streams as streams_api
 from bot.local.slack.state import BOT_USER_ID, DEFAULT_CHANNEL
 from bot.runs.card import CardView, card_text, render_card
 from bot.slack.tables import Cell, Table, table_block
@@ -219,3 +220,22 @@ def test_printer_shows_thread_posts_reactions_and_private_replies() -> None:
         "(only carol) Only approvers count.",
         f"    │ [{reply}] (reaction) −:white_check_mark: bob",
     ]
+
+
+def test_printer_shows_a_streamed_message_as_what_it_grew_by() -> None:
+    standin = SlackStandIn()
+    out = io.StringIO()
+    printer = Printer(standin, out, viewer="U0ALICE01")
+    top = post(standin, card())
+    recipient = {"recipient_team_id": standin.team_id, "recipient_user_id": "U0ALICE01"}
+    with standin.state.lock:
+        started = streams_api.start_stream(
+            standin.state, {"channel": DEFAULT_CHANNEL, "thread_ts": top, "markdown_text": "**Log**\n", **recipient}
+        )
+    printer.poll()
+    with standin.state.lock:
+        streams_api.append_stream(
+            standin.state, {"channel": DEFAULT_CHANNEL, "ts": started["ts"], "markdown_text": "step 1\n"}
+        )
+    printer.poll()
+    assert out.getvalue().splitlines()[-1] == f"{THREAD_INDENT}[{started['ts']}] (streamed) step 1"
