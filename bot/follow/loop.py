@@ -79,7 +79,7 @@ class FollowLoop:
         now = self.deps.clock()
         past_deadline = now >= self.follow.deadline
         if orphaned_ts is not None:
-            closing_text = self._closing(Ending.LIMIT) if past_deadline else RESTARTED
+            closing_text = "\n" + self._closing(Ending.LIMIT) if past_deadline else RESTARTED
             self._stop_quietly(orphaned_ts, closing_text)
         if past_deadline:
             self._finish(Ending.LIMIT, now=now, stop_stream=False)

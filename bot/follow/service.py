@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 from bot.follow.loop import FollowLoop, FollowTiming
@@ -52,10 +51,11 @@ class LogFollower:
         self.timing = timing or FollowTiming()
         self.max_follows = max_follows
         self._loops: dict[int, FollowLoop] = {}
+        # One daemon thread per follow (at most `max_follows`): a follow waits between polls for ten minutes,
+        # which must never hold up a process that exits without `shutdown()`, as a pool's worker would.
+        self._threads: dict[int, threading.Thread] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        # Threads start on the first follow: constructing this has no side effects.
-        self._pool = ThreadPoolExecutor(max_workers=max_follows, thread_name_prefix="log-follow")
 
     def follow(self, ref: str, *, user: str) -> Reply:
         """Start streaming the run's log into its thread, or link to the follow that streams it already."""
@@ -153,9 +153,11 @@ class LogFollower:
         return True
 
     def _spawn(self, loop: FollowLoop) -> None:
+        worker = threading.Thread(target=self._run, args=(loop,), name=f"log-follow-{loop.follow_id}", daemon=True)
         with self._lock:
             self._loops[loop.follow_id] = loop
-        self._pool.submit(self._run, loop)
+            self._threads[loop.follow_id] = worker
+        worker.start()
 
     def _run(self, loop: FollowLoop) -> None:
         try:
@@ -170,8 +172,12 @@ class LogFollower:
         finally:
             with self._lock:
                 self._loops.pop(loop.follow_id, None)
+                self._threads.pop(loop.follow_id, None)
 
-    def shutdown(self) -> None:
+    def shutdown(self, timeout_s: float = 30.0) -> None:
         """Stop polling and hand every follow over at once (the next process or replica goes on with them)."""
         self._stopping.set()
-        self._pool.shutdown(wait=True)
+        with self._lock:
+            workers = list(self._threads.values())
+        for worker in workers:  # each ends after its current poll (a Polyaxon or Slack call at most)
+            worker.join(timeout=timeout_s)

@@ -279,3 +279,44 @@ def test_follow_refuses_what_it_cannot_follow(
         follows.follow(queued.name, user=ALICE)
     with pytest.raises(RunError, match="no run"):
         follows.follow("nosuchrun", user=ALICE)
+
+
+def test_a_replica_that_shuts_down_hands_its_follow_over_at_once(
+    service: RunService,
+    follows: LogFollower,
+    other: LogFollower,
+    standin: SlackStandIn,
+    gateway: GrowingLog,
+    run: Run,
+    clock: Clock,
+) -> None:
+    gateway.add("a")
+    follows.follow(run.name, user=ALICE)
+    follows.shutdown()  # a clean stop (a deploy): no need to wait for the lease to lapse
+    assert other.take_over() == 1
+    first, second = streamed(standin, run)
+    assert standin.stream_state(C, str(first["ts"])) == "stopped"
+    assert str(first["text"]).endswith("_…the follower stopped; continued in the next message._")
+    assert standin.stream_state(C, str(second["ts"])) == "streaming"
+
+
+def test_a_follow_taken_over_after_its_ten_minutes_only_closes_what_was_left_open(
+    service: RunService,
+    follows: LogFollower,
+    other: LogFollower,
+    standin: SlackStandIn,
+    gateway: GrowingLog,
+    run: Run,
+    clock: Clock,
+) -> None:
+    follows.follow(run.name, user=ALICE)
+    clock.now += timedelta(minutes=11)  # its replica died, and nobody came back until now
+    assert other.take_over() == 1
+    [message] = streamed(standin, run)
+    assert standin.stream_state(C, str(message["ts"])) == "stopped"
+    assert str(message["text"]).endswith(
+        "10-minute limit reached; `/finetune logs sft-tiny-follow follow` again to keep following."
+    )
+    with service.sessions() as s:
+        row = repos.get_follow(s, run_id=run.id)
+    assert row is not None and row.state == "stopped"
