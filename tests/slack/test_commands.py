@@ -86,6 +86,7 @@ def test_plan_errors_are_ephemeral_replies(
         "run recipe=quickstart",
         "status",
         "logs abc12345",
+        "logs abc12345 follow",
         "stop abc12345",
         "resume abc12345",
         "compare abc12345 def67890",
