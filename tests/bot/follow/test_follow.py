@@ -320,3 +320,13 @@ def test_a_follow_taken_over_after_its_ten_minutes_only_closes_what_was_left_ope
     with service.sessions() as s:
         row = repos.get_follow(s, run_id=run.id)
     assert row is not None and row.state == "stopped"
+
+
+def test_a_rate_limited_append_is_retried_and_goes_out_once(
+    service: RunService, follows: LogFollower, standin: SlackStandIn, gateway: GrowingLog, run: Run, clock: Clock
+) -> None:
+    follows.follow(run.name, user=ALICE)
+    standin.rate_limit("chat.appendStream", 1, retry_after=1)
+    gateway.add("after the 429")
+    assert the_loop(follows).step()
+    assert str(streamed(standin, run)[0]["text"]).count("after the 429\n") == 1
