@@ -25,6 +25,7 @@ TABLES = {
     "digest_posts",
     "leases",
     "apscheduler_jobs",
+    "log_follows",
 }
 
 
