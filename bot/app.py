@@ -26,7 +26,7 @@ from bot.services import Services
 from bot.settings import Settings
 from bot.slack.client import SlackReplyError, build_web_client, post_to_response_url
 from bot.watch import Watcher
-from handlers import actions, commands, forms, home, reactions
+from handlers import actions, commands, forms, home, reactions, steps
 from handlers import deliveries as delivery_jobs
 from handlers import follows as follow_jobs
 from handlers import watcher as watcher_jobs
@@ -98,15 +98,18 @@ def build_app(settings: Settings, services: Services) -> App:
     actions.register(app, services)
     forms.register(app, services)
     home.register(app, services)
+    steps.register(app, services)
     return app
 
 
 def build_surfaces(settings: Settings, services: Services, client: WebClient) -> None:
-    """The Slack-native surfaces on the app's own client: the run form (with a catalog) and App Home."""
+    """The Slack-native surfaces on the app's own client: the run form (with a catalog), App Home and the Workflow
+    Builder steps."""
     from bot.forms import RunForm
     from bot.forms.seal import FormSeal
     from bot.home import AppHome
     from bot.slack.people import People
+    from bot.steps import StepService
 
     services.slack = client
     if services.forms is None and services.catalog is not None:
@@ -135,6 +138,18 @@ def build_surfaces(settings: Settings, services: Services, client: WebClient) ->
             clock=services.clock,
             polyaxon=services.runs is not None,
             members=services.members,
+        )
+    if services.steps is None:
+        # A step starts and promotes through the very services its command uses, as the workflow's requester.
+        services.steps = StepService(
+            sessions=services.sessions,
+            client=client,
+            clock=services.clock,
+            places=services.places,
+            catalog=services.catalog,
+            runs=services.runs,
+            registry=services.registry,
+            release=services.release,
         )
 
 
@@ -273,4 +288,6 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
         )
         watcher_jobs.register(scheduler, watcher, interval_s=interval, lease=lease, first=services.acks.yield_to_acks)
     app = build_app(settings, services)
+    # Steps waiting on a promotion complete when it ends; built with the app (on its client), so scheduled after it.
+    steps.register_jobs(scheduler, services, interval_s=settings.finetune.watch_interval_s)
     return Runtime(settings, engine, services, app, scheduler, watcher, lease)

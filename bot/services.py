@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from bot.registry import RegistrationService
     from bot.release import ReleaseService
     from bot.runs import RunService
+    from bot.steps import StepService
     from bot.sweeps import SweepService
     from bot.usage import UsageService
 
@@ -243,6 +244,8 @@ class Services:
     # Slack-native surfaces: the run form (a modal) and App Home; `build_app` builds them on the app's client.
     forms: RunForm | None = None
     home: AppHome | None = None
+    # Workflow Builder steps (`function_executed`); built by `build_app` on the app's client.
+    steps: StepService | None = None
     # The Bolt app's Web API client (set by `build_app`), for answers that are not tied to one capability.
     slack: WebClient | None = None
     metrics: BotMetrics = field(default_factory=BotMetrics)

@@ -22,6 +22,7 @@ from handlers.commands import handle_command_delivery
 from handlers.forms import handle_form_action_delivery, handle_shortcut_delivery, handle_submission_delivery
 from handlers.home import handle_home_delivery
 from handlers.reactions import handle_reaction_delivery
+from handlers.steps import handle_step_delivery
 from storage.models import Delivery
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,10 @@ ACTION_WORK: dict[str, Callable[[Services, dict[str, Any]], None]] = {
     "view_submission": handle_submission_delivery,
     "message_action": handle_shortcut_delivery,
 }
-EVENT_WORK: dict[str, Callable[[Services, dict[str, Any]], None]] = {"app_home_opened": handle_home_delivery}
+EVENT_WORK: dict[str, Callable[[Services, dict[str, Any]], None]] = {
+    "app_home_opened": handle_home_delivery,
+    "function_executed": handle_step_delivery,
+}
 
 
 def work_for(kind: str, body: dict[str, Any]) -> Callable[[Services, dict[str, Any]], None] | None:

@@ -22,6 +22,7 @@ from storage.follow_models import LogFollow as LogFollow
 from storage.release_models import ReleaseEvent as ReleaseEvent
 from storage.release_models import ServingCheck as ServingCheck
 from storage.release_models import StageChange as StageChange
+from storage.step_models import StepExecution as StepExecution
 
 
 class Run(SQLModel, table=True):

@@ -26,7 +26,9 @@ from storage.models import Delivery
 log = logging.getLogger(__name__)
 
 PROCESS_LEASE = "process:"
-SECRET_FIELDS = frozenset({"token"})  # Slack's (legacy) verification token, in every delivery body
+# Slack's (legacy) verification token, in every delivery body, and a Workflow Builder step's execution token (a
+# delivery carried out again completes its step with the bot token).
+SECRET_FIELDS = frozenset({"token", "bot_access_token"})
 # A delivery this young may still be on its way through a live process's pool, whatever the leases say.
 RECOVERY_GRACE = timedelta(seconds=5)
 # After this many attempts a delivery is given up (and said so in the log): its work keeps failing.

@@ -13,6 +13,7 @@ from bot.local.slack.sender import block_actions_payload, reaction_event
 from bot.local.slack.server import DEFAULT_CHANNEL
 from bot.local.slack.viewing import submission_payload
 from bot.slack.blocks import COMMAND_ACTION_ID
+from bot.steps import STEP_CALLBACKS
 from handlers.forms import RERUN_CALLBACK
 from tests.fixtures.slack import BotServer, wait_for
 
@@ -37,7 +38,23 @@ CANDIDATE_EVENTS = (
     "app_uninstalled",
     "tokens_revoked",
     "subteam_members_changed",
+    "function_executed",
 )
+# Parameter types a custom step may declare (Slack's built-in types; docs.slack.dev "Data types").
+PARAMETER_TYPES = {
+    "string",
+    "integer",
+    "number",
+    "boolean",
+    "slack#/types/user_id",
+    "slack#/types/channel_id",
+    "slack#/types/usergroup_id",
+    "slack#/types/timestamp",
+    "slack#/types/date",
+    "slack#/types/rich_text",
+    "slack#/types/message_ts",
+    "slack#/types/message_context",
+}
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +64,9 @@ def manifest() -> dict[str, Any]:
     return data
 
 
-def _event(kind: str) -> dict[str, Any]:
+def _event(kind: str, standin: SlackStandIn) -> dict[str, Any]:
+    if kind == "function_executed":  # only a step this app declares sends one, with its execution
+        return standin.start_function("start_finetune_run", {"recipe": "sft-tiny"})
     if kind.startswith("reaction_"):
         return reaction_event(kind, user="U0BOB0001", channel=DEFAULT_CHANNEL, ts="1.000001", reaction="eyes")
     return {"type": kind, "user": "U0BOB0001", "channel": DEFAULT_CHANNEL, "text": "hi", "ts": "1.000002"}
@@ -58,7 +77,8 @@ def test_bot_events_are_exactly_the_handled_ones(
 ) -> None:
     subscribed = set(manifest["settings"]["event_subscriptions"]["bot_events"])
     assert subscribed <= set(CANDIDATE_EVENTS)
-    handled = {kind for kind in CANDIDATE_EVENTS if sender.event(_event(kind)).status == 200}
+    assert sender.standin is not None
+    handled = {kind for kind in CANDIDATE_EVENTS if sender.event(_event(kind, sender.standin)).status == 200}
     # Bolt answers 404 to an event nobody listens to, and Slack would retry it.
     assert handled == subscribed
     wait_for(lambda: len(bot_server.deliveries("event")) == len(subscribed))
@@ -121,3 +141,39 @@ def test_form_submissions_are_handled_for_the_run_form_only(sender: SlackSender)
         payload = submission_payload(sender.standin.state, view["id"])
     assert sender.interactivity({**payload, "view": other}).status == 404
     assert sender.submit_view(view["id"])[0].status == 200
+
+
+def test_steps_are_exactly_the_handled_ones(manifest: dict[str, Any], sender: SlackSender) -> None:
+    declared = set(manifest["functions"])
+    assert declared == set(STEP_CALLBACKS)
+    assert sender.standin is not None
+    for callback_id in declared:
+        assert sender.function_executed(callback_id, {}).status == 200, callback_id
+    # A function_executed of a step the app does not declare has no listener: Bolt answers 404.
+    event = sender.standin.start_function("start_finetune_run", {})
+    other = {**event, "function": {**event["function"], "callback_id": "some_other_step"}}
+    assert sender.event(other).status == 404
+    settings = manifest["settings"]
+    assert "function_executed" in settings["event_subscriptions"]["bot_events"]
+    # Custom steps run on the app's own servers, in an org-ready app (Slack's requirements for Bolt steps).
+    assert settings["function_runtime"] == "remote" and settings["org_deploy_enabled"] is True
+
+
+def test_step_parameters_are_typed_and_required_ones_declared(manifest: dict[str, Any]) -> None:
+    for callback_id, function in manifest["functions"].items():
+        assert function["title"] and len(function["description"]) <= 100, callback_id
+        for which in ("input_parameters", "output_parameters"):
+            params = function[which]
+            properties = params["properties"]
+            assert set(params.get("required") or []) <= set(properties), (callback_id, which)
+            for name, spec in properties.items():
+                assert spec["type"] in PARAMETER_TYPES, (callback_id, name, spec["type"])
+                assert spec["title"] and spec["description"], (callback_id, name)
+    # What the bot reads and writes, by name: the inputs its checks take and the outputs it completes with.
+    start = manifest["functions"]["start_finetune_run"]
+    assert set(start["input_parameters"]["properties"]) == {"recipe", "presets", "overrides", "channel", "requester"}
+    assert start["input_parameters"]["properties"]["channel"]["type"] == "slack#/types/channel_id"
+    assert set(start["output_parameters"]["properties"]) == {"run_name", "card_permalink"}
+    promote = manifest["functions"]["request_promotion"]
+    assert set(promote["input_parameters"]["properties"]) == {"model_version", "stage", "requester"}
+    assert set(promote["output_parameters"]["properties"]) == {"outcome", "request_permalink"}

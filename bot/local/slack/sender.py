@@ -349,6 +349,11 @@ class SlackSender:
             )
         return self.interactivity(payload, **post_kwargs)
 
+    def function_executed(self, callback_id: str, inputs: dict[str, Any], **post_kwargs: Any) -> SentRequest:
+        """A workflow runs the app's step `callback_id` with `inputs` (the execution's id: `sent.payload`'s event)."""
+        event = self._standin().start_function(callback_id, inputs)
+        return self.event(event, **post_kwargs)
+
     def home_opened(self, user_id: str = DEFAULT_USER, **post_kwargs: Any) -> SentRequest:
         """The person opens the app's Home tab."""
         standin = self._standin()

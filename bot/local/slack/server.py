@@ -18,7 +18,7 @@ import threading
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from bot.local.slack import auth, chat, conversations, responses, streams, users, viewing, views
+from bot.local.slack import auth, chat, conversations, functions, responses, streams, users, viewing, views
 from bot.local.slack import files as files_api  # aliased: `files()` and `reactions()` are the stand-in's accessors
 from bot.local.slack import reactions as reactions_api
 from bot.local.slack.httpd import serve, shut_down
@@ -65,6 +65,7 @@ class SlackStandIn:
             **users.METHODS,
             **files_api.METHODS,
             **views.METHODS,
+            **functions.METHODS,
         }
         self._seed()
 
@@ -116,6 +117,7 @@ class SlackStandIn:
         self.add_channel(DEFAULT_CHANNEL, "ml-training", members=[*people, BOT_USER_ID])
         self.add_channel("C0GENERAL", "general", members=people)
         self.add_usergroup("S0APPROVE", "ml-approvers", users=["U0BOB0001", "U0CAROL01"])
+        self.state.functions = functions.load_functions()
 
     def add_user(
         self, user_id: str, name: str, *, real_name: str | None = None, is_bot: bool = False, tz: str = "UTC"
@@ -235,6 +237,23 @@ class SlackStandIn:
             posts = self.state.response_url_posts
             return [copy.deepcopy(p) for p in posts if channel is None or p["channel"] == channel]
 
+    def start_function(self, callback_id: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        """A workflow reached the app's step `callback_id`: its `function_executed` event (send it with the sender)."""
+        with self.state.lock:
+            return functions.start(self.state, callback_id, inputs)
+
+    def function_execution(self, execution_id: str) -> dict[str, Any]:
+        """How an execution stands: {"state": running|completed|failed, "outputs", "error", "completions"}."""
+        with self.state.lock:
+            execution = self.state.executions[execution_id]
+            return {
+                "state": execution.state,
+                "outputs": copy.deepcopy(execution.outputs),
+                "error": execution.error,
+                "completions": list(execution.completions),
+                "token": execution.token,
+            }
+
     def calls(self, method: str | None = None) -> list[dict[str, Any]]:
         """Arguments of every Web API call received (tokens removed), optionally of one method."""
         with self.state.lock:
@@ -253,7 +272,11 @@ class SlackStandIn:
             func = self._methods.get(method)
             if func is None:
                 raise ApiError("unknown_method")
-            auth.check_token(method, token, bot_token=self.bot_token, app_token=self.app_token)
+            if token is not None and token.startswith(functions.WORKFLOW_TOKEN_PREFIX):
+                with self.state.lock:
+                    functions.check_workflow_token(self.state, token)
+            else:
+                auth.check_token(method, token, bot_token=self.bot_token, app_token=self.app_token)
             with self.state.lock:
                 body = {"ok": True, **func(self.state, args)}
         except ApiError as err:

@@ -91,6 +91,9 @@ class Workspace:
         self.streams: dict[tuple[str, str], Any] = {}
         self.stream_lifetime_s = 300.0
         self.last_ts = 0.0
+        # Workflow Builder steps: the manifest's functions by callback id, and their executions by id (functions.py).
+        self.functions: dict[str, dict[str, Any]] = {}
+        self.executions: dict[str, Any] = {}
 
     @property
     def root_url(self) -> str:
