@@ -34,6 +34,7 @@ from bot.local.polyaxon import LocalPolyaxonStack
 from bot.local.printer import FILES_FOLDER, Printer
 from bot.local.slack import SlackSender, SlackStandIn
 from bot.local.slack.server import DEFAULT_CHANNEL, ApiError
+from bot.local.steps import StepDriver
 from bot.services import DeferredWork
 from bot.settings import Settings
 from storage import repos
@@ -52,6 +53,10 @@ Lines this shell understands (you are in #ml-training; Slack's answers are print
     form run                             the run form (the modal `/finetune run` opens), filled in here:
                                          KEY=VALUE lines, then `preview`, `submit` or `cancel`
     home                                 your App Home tab, as the bot publishes it when you open it
+    step start_finetune_run recipe=sft-tiny channel=#ml-training
+                                         a Workflow Builder step (function_executed) run by you, its
+                                         completion printed when it comes; request_promotion takes
+                                         model_version=MODEL:VERSION stage=staging|production
     as bob                               act as another member of the workspace (alice, bob, carol;
                                          bob and carol approve unless FINETUNE_APPROVERS says otherwise)
     wait [SECONDS]                       wait until no run is active and every preflight reported (default 600 s)
@@ -87,6 +92,7 @@ class Shell:
         self.printer.viewer = self.user
         self.sent_at = time.monotonic()  # when the last delivery went to the bot
         self.form: FormDriver | None = None
+        self.steps = StepDriver(sender=sender, standin=standin, say=self.say)
 
     def handle(self, line: str) -> bool:
         """Carry out one line; False when the shell should end."""
@@ -96,6 +102,7 @@ class Shell:
         if line in ("quit", "exit"):
             return False
         try:
+            self.steps.poll()  # a step that waited (a promotion) prints its completion before the next line's output
             self._handle(line)
         except (OSError, http.client.HTTPException) as exc:
             self.say(f"could not reach the bot: {exc}")
@@ -113,6 +120,9 @@ class Shell:
             self.form.open(self.command)
         elif line == "home":
             self.home()
+        elif line.split()[0] == "step":
+            self.sent_at = time.monotonic()
+            self.steps.run(line, user=self.user)
         elif line.startswith("/finetune"):
             self.command(line.removeprefix("/finetune").strip())
         elif line[0] in "+-" and len(line) > 1:

@@ -112,3 +112,14 @@ def test_an_uploaded_plot_is_saved_under_the_store_and_its_path_printed(
     assert all(str(path) in said for path in saved)
     session.printer.poll()  # printed once, saved once
     assert sorted(session.files.iterdir()) == saved
+
+
+def test_a_step_runs_as_a_workflow_would_and_its_completion_is_printed(session: Session) -> None:
+    said = session.type("step start_finetune_run recipe=sft-tinny channel=#ml-training")
+    # This bot has no Polyaxon; the recipe is checked first, and the step fails with the closest name.
+    assert "step start_finetune_run failed:" in said and "sft-tiny" in said.replace("sft-tinny", ""), said
+    said = session.type("step start_finetune_run recipe=sft-tiny channel=#nowhere")
+    assert "no channel #nowhere" in said, said
+    said = session.type("step no_such_step recipe=x")
+    assert "no step 'no_such_step' in the app manifest" in said, said
+    assert "step start_finetune_run recipe=sft-tiny channel=#ml-training" in session.type("help")
