@@ -151,6 +151,9 @@ def build_surfaces(settings: Settings, services: Services, client: WebClient) ->
             registry=services.registry,
             release=services.release,
         )
+        if services.registry is not None:
+            # A promotion's step completes as soon as its request ends, whoever ended it (reaction, tick, re-issue).
+            services.registry.states.on_ended.append(services.steps.on_request_ended)
 
 
 @dataclass

@@ -27,6 +27,7 @@ OBJECT_FIELDS = frozenset(
         "container",
         "state",
         "function_data",
+        "function",  # a step's `function_executed`: Bolt reads `event.function.callback_id`
         "workflow_step",
     }
 )

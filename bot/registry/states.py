@@ -6,6 +6,7 @@ a re-issued command can race and exactly one of them tells the thread.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 from bot.registry.deps import RegistryDeps
@@ -22,6 +23,14 @@ class RequestStates:
 
     def __init__(self, deps: RegistryDeps) -> None:
         self.deps = deps
+        # Called once a request reached a final state (expired, voided, or carried out: `ended`), by whoever got it
+        # there; a Workflow Builder step waiting on it completes (bot.steps, wired by the composition root).
+        self.on_ended: list[Callable[[ApprovalRequest], None]] = []
+
+    def ended(self, request: ApprovalRequest) -> None:
+        """Tell what waits on a request that it reached a final state (each hook claims its own work once)."""
+        for hook in self.on_ended:
+            hook(request)
 
     def label(self, request: ApprovalRequest) -> str:
         """How texts name the request's subject."""
@@ -68,6 +77,7 @@ class RequestStates:
             hooks = self.deps.action(request.action)
             if hooks is not None and hooks.on_expired is not None:
                 hooks.on_expired(request, run)
+            self.ended(request)
         return closed
 
     def expire_due(self) -> int:
@@ -172,4 +182,6 @@ class RequestStates:
                 )
         if voided and told is not None:
             self.deps.runs.thread.post_thread(run, told, purpose="approval_voided")
+        if voided:
+            self.ended(request)
         return voided

@@ -109,6 +109,7 @@ class StageMover:
             fresh = repos.get_approval_request(s, request_id=request_id)
             if fresh is not None:
                 repos.update_approval_request(s, fresh, recorded_at=self.deps.runs.clock())
+        self.states.ended(request)
 
     def retry_pending(self) -> int:
         """Promotions left approved (Polyaxon was down) or claimed by a process that died; how many moved now."""

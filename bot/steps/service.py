@@ -32,7 +32,7 @@ from bot.steps.inputs import (
 )
 from storage import repos
 from storage.db import SessionFactory
-from storage.models import StepExecution
+from storage.models import ApprovalRequest, StepExecution
 
 if TYPE_CHECKING:
     from bot.catalog import Catalog
@@ -151,16 +151,28 @@ class StepService:
     # --- the pass: promotions that ended, and outcomes a dead process never told ------------------------------
 
     def tick(self) -> int:
-        """Complete the promotion steps whose promotion ended, and retell stuck outcomes; how many completed."""
+        """Complete the promotion steps whose promotion ended, and retell stuck outcomes; how many completed.
+
+        The registry tells a request's end at once (`on_request_ended`); this pass is the backstop for what no
+        hook reports (a serving check that failed) and for a process that died in between.
+        """
+        return self._settle_waiting() + self.completions.retell()
+
+    def on_request_ended(self, request: ApprovalRequest) -> None:
+        """An approval request reached a final state: complete the promotion steps waiting on it now."""
+        if request.action == PROMOTE and request.version is not None and request.stage is not None:
+            self._settle_waiting((request.model, request.version, request.stage))
+
+    def _settle_waiting(self, subject: tuple[str, str, str] | None = None) -> int:
         with self.sessions() as s:
             waiting = [
                 row
                 for row in repos.list_step_executions(s, statuses=["pending"], callback_id=REQUEST_PROMOTION)
-                if row.model is not None
+                if row.model is not None and (subject is None or (row.model, row.version, row.stage) == subject)
             ]
+        # Each step on its own (bot.background): one whose completion Slack refuses is retried, never in the way.
         batch = self.completions.items.batch(SETTLE, [row.function_execution_id for row in waiting])
-        done = sum(bool(batch.attempt(row.function_execution_id, partial(self.settle, row)).value) for row in waiting)
-        return done + self.completions.retell()
+        return sum(bool(batch.attempt(row.function_execution_id, partial(self.settle, row)).value) for row in waiting)
 
     def settle(self, row: StepExecution) -> bool:
         """Complete one promotion step if its promotion ended; True when it completed now."""

@@ -85,3 +85,11 @@ def test_a_promotion_step_without_polyaxon_fails_at_once(sender: SlackSender) ->
     assert "is not a release stage" in ended["error"] and "production" in ended["error"]
     _, ended = run_step(sender, {**step, "stage": "production"}, callback_id="request_promotion")
     assert "without Polyaxon" in ended["error"]
+
+
+def test_a_function_that_is_not_an_object_is_refused_at_the_door(sender: SlackSender, bot_server: BotServer) -> None:
+    assert sender.standin is not None
+    event = sender.standin.start_function(STEP, inputs())
+    sent = sender.event({**event, "function": "start_finetune_run"})
+    assert sent.status == 400 and "function not an object" in sent.body
+    assert bot_server.deliveries("event") == []

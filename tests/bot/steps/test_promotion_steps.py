@@ -133,3 +133,20 @@ def test_an_outcome_claimed_by_a_process_that_died_is_told_once(
     assert standin.function_execution(execution)["completions"] == ["functions.completeError"] * 2
     with sessions() as s:
         assert repos.get_step_execution(s, function_execution_id=execution).status == "completed"  # type: ignore[union-attr]
+
+
+def test_the_registry_telling_a_request_ended_completes_its_step_at_once(
+    sessions: SessionFactory, standin: SlackStandIn
+) -> None:
+    steps = steps_for(sessions, standin)
+    execution = waiting_step(sessions, standin)
+    other = waiting_step(sessions, standin)
+    with sessions() as s:  # another step waits on another stage: not this request's
+        repos.update_step_execution(s, function_execution_id=other, stage="staging")
+    promotion_request(sessions, standin, "open")
+    with sessions() as s:
+        [request] = repos.list_approval_requests(s, action="promote")
+        repos.update_approval_request(s, request, status="promoted")
+    steps.on_request_ended(request)  # what RequestStates.ended / StageMover.record call
+    assert standin.function_execution(execution)["outputs"]["outcome"] == "approved"
+    assert standin.function_execution(other)["state"] == "running"
