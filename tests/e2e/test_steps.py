@@ -42,3 +42,12 @@ def test_a_step_with_an_unknown_recipe_fails_naming_the_closest(live_bot: LiveBo
     execution = sent.payload["event"]["function_execution_id"]
     ended = wait_for(lambda: (e := live_bot.standin.function_execution(execution))["state"] != "running" and e, 60)
     assert ended["state"] == "failed" and "sft-tiny" in ended["error"].replace("sft-tiyn", ""), ended["error"]
+
+
+def test_a_step_for_a_channel_the_bot_is_not_in_fails_before_anything_starts(live_bot: LiveBot) -> None:
+    inputs = {"recipe": "sft-tiny", "channel": "C0GENERAL", "requester": ALICE}  # #general: the bot is not a member
+    sent = live_bot.sender.function_executed("start_finetune_run", inputs)
+    execution = sent.payload["event"]["function_execution_id"]
+    ended = wait_for(lambda: (e := live_bot.standin.function_execution(execution))["state"] != "running" and e, 60)
+    assert ended["state"] == "failed" and "not a member of this channel" in ended["error"], ended["error"]
+    assert "invite the bot there first" in ended["error"]
