@@ -43,13 +43,14 @@ from bot.grammar.lifecycle import (
 from bot.grammar.parser import SUBCOMMANDS, Command, parse_command
 from bot.grammar.registration import RegisterCommand, TraceCommand
 from bot.grammar.release import STAGES, PromoteCommand, RollbackCommand
-from bot.grammar.run import PreflightCommand, RunCommand, wants_run_form
+from bot.grammar.run import NOTIFY_CHOICES, Notify, PreflightCommand, RunCommand, parse_notify, wants_run_form
 from bot.grammar.sweep import SweepAxis, SweepCommand
 from bot.grammar.usage import BudgetCommand, UsageCommand
 
 __all__ = [
     "CLUSTER_KEYS",
     "MAX_INT_DIGITS",
+    "NOTIFY_CHOICES",
     "PINNED_KEYS",
     "STAGES",
     "SUBCOMMANDS",
@@ -61,6 +62,7 @@ __all__ = [
     "EvalCommand",
     "HelpCommand",
     "LogsCommand",
+    "Notify",
     "OutputsCommand",
     "PreflightCommand",
     "PresetsCommand",
@@ -85,6 +87,7 @@ __all__ = [
     "is_plain_value",
     "normalize_key",
     "parse_command",
+    "parse_notify",
     "parse_scalar",
     "pinned_key_message",
     "refuse_shell_syntax",

@@ -8,11 +8,28 @@ from typing import Any, Literal
 from pydantic import Field
 
 from bot.grammar.keys import PINNED_KEYS, cluster_key_hint, is_cluster_key, normalize_key, pinned_key_message
-from bot.grammar.lexing import CommandError, Scalar, _Command, _flags, _key_values, _name, parse_scalar
+from bot.grammar.lexing import (
+    CommandError,
+    Scalar,
+    _Command,
+    _flags,
+    _key_values,
+    _name,
+    closest,
+    did_you_mean,
+    parse_scalar,
+)
+
+Notify = Literal["thread", "dm", "both"]
 
 _KEY_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
-USAGE = "run recipe=NAME [preset=P[,P2…]] [KEY=VALUE …] [--dry-run] [--force] [--skip-preflight]"
+USAGE = (
+    "run recipe=NAME [preset=P[,P2…]] [notify=thread|dm|both] [KEY=VALUE …] [--dry-run] [--force] [--skip-preflight]"
+)
+# How the requester hears that a run ended or needs them: a mention in its thread, a direct message, or both.
+NOTIFY_KEY = "notify"
+NOTIFY_CHOICES: tuple[Notify, ...] = ("thread", "dm", "both")
 PREFLIGHT_USAGE = "preflight recipe=NAME [preset=P[,P2…]] [KEY=VALUE …]"
 
 
@@ -39,6 +56,9 @@ class RunCommand(RecipeCommand):
     # Ask to run a distributed recipe without a passed preflight: approvers only; the run is held until other
     # approvers approve it (bot.registry.skip), then shown as unvalidated.
     skip_preflight: bool = False
+    # `notify=`: how the requester hears that it ended or needs them; None: their App Home default, else the thread.
+    # Not a training key: it never reaches the catalog.
+    notify: Notify | None = None
 
 
 class PreflightCommand(RecipeCommand):
@@ -77,12 +97,28 @@ def _parse_run(tokens: list[str]) -> RunCommand:
     words, flags = _flags(positional, ("--dry-run", "--force", "--skip-preflight"), "run")
     if words:
         raise CommandError(f"{words[0]!r} is not KEY=VALUE; usage: {USAGE}")
+    raw_notify = pairs.pop(NOTIFY_KEY, None)
     fields = recipe_fields(pairs, "run", USAGE)
     return RunCommand(
         **fields,
+        notify=parse_notify(raw_notify) if raw_notify is not None else None,
         dry_run="--dry-run" in flags,
         force="--force" in flags,
         skip_preflight="--skip-preflight" in flags,
+    )
+
+
+def parse_notify(value: str) -> Notify:
+    """`thread`, `dm` or `both` (any case), or a CommandError naming the valid values and the closest one."""
+    wanted = value.strip().lower()
+    for choice in NOTIFY_CHOICES:
+        if wanted == choice:
+            return choice
+    suggestions = closest(wanted, NOTIFY_CHOICES, n=1)
+    raise CommandError(
+        f"notify={value} is not a way to tell you: notify=thread (a mention in the run's thread), notify=dm (a direct "
+        f"message) or notify=both{did_you_mean([f'notify={s}' for s in suggestions])}",
+        suggestions=[f"notify={s}" for s in suggestions],
     )
 
 

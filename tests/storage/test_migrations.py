@@ -26,6 +26,8 @@ TABLES = {
     "leases",
     "apscheduler_jobs",
     "log_follows",
+    "user_preferences",
+    "requester_notices",
 }
 
 

@@ -41,6 +41,12 @@ VALID = [
             written={"seed": "1e3", "max_steps": "100.0"},
         ),
     ),
+    ("run recipe=sft-tiny notify=dm", RunCommand(recipe="sft-tiny", notify="dm")),
+    (
+        "run recipe=sft-tiny notify=Both max_steps=4",
+        RunCommand(recipe="sft-tiny", notify="both", overrides={"max_steps": 4}),
+    ),
+    ("run recipe=sft-tiny notify=thread", RunCommand(recipe="sft-tiny", notify="thread")),
 ]
 
 VALID_IDS = [
@@ -51,6 +57,9 @@ VALID_IDS = [
     "run-upper-case-names-noted-once",
     "run-mixed-case-preset-noted",
     "run-floats-keep-their-text",
+    "run-notify-dm-not-an-override",
+    "run-notify-any-case",
+    "run-notify-thread",
 ]
 
 
@@ -72,6 +81,9 @@ INVALID = [
     ("run recipe=sft-tiny --forse", "did you mean --force?", ["--force"]),
     ("run recipe=sft-tiny resume_from=runs/a/outputs", "resume_from is set only by `/finetune resume", []),
     ("run recipe=sft-tiny resume-from=x", "set only by `/finetune resume", []),
+    ("run recipe=sft-tiny notify=dms", "notify=dms is not a way to tell you: notify=thread", ["notify=dm"]),
+    ("run recipe=sft-tiny notify=thraed", "did you mean notify=thread?", ["notify=thread"]),
+    ("run recipe=sft-tiny notify=email", "notify=dm (a direct message) or notify=both", []),
 ]
 
 
