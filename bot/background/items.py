@@ -26,6 +26,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+class GiveUp(Exception):
+    """Raised by an item that no retry can help (Slack says the person cannot be messaged): parked at once, and told."""
+
+
 @dataclass
 class Tried(Generic[T]):
     """What became of one item in one pass."""
@@ -148,6 +152,7 @@ class Batch:
         attempts = (previous.attempts if previous is not None else 0) + 1
         now = items.clock()
         next_at, parked = items.policy.after_failure(attempts, now)
+        parked = parked or isinstance(exc, GiveUp)
         if not parks:
             next_at, parked = now, False
         with items.sessions() as s:
@@ -175,7 +180,7 @@ class Batch:
                 exc_info=exc,
             )
             return error
-        log.error("background: %s %s parked after %d failed attempts: %s", self.kind, key, attempts, error)
+        log.error("background: %s %s parked after %d failed attempt(s): %s", self.kind, key, attempts, error)
         if tell is not None:
             try:
                 tell(error)

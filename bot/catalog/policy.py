@@ -18,6 +18,10 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 RETRYABLE = ("preempted", "node_lost", "oom_host", "timeout", "image")
 NEVER_RETRIED = ("code", "data", "nan", "dependency", "oom_cuda", "unknown")
 
+# The run's `notify=` (thread, dm or both), stored in its policy by the run service: how its requester hears that
+# it ended or needs them (bot.notify). Not the recipe's: `notify` above is the channel final failures go to.
+NOTIFY_REQUESTER = "notify_requester"
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
 _UNIT_S = {None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 

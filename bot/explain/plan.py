@@ -7,6 +7,8 @@ from typing import Any
 
 from bot.catalog import Plan
 from bot.catalog.manifests import PINNED_INPUTS
+from bot.catalog.policy import NOTIFY_REQUESTER
+from bot.grammar import NOTIFY_CHOICES, Notify
 from bot.slack.blocks import cap_blocks, clip, context, escape, header, human_duration, section, sections
 
 MAX_VALUE_SHOWN = 120
@@ -223,4 +225,21 @@ def failure_policy_text(policy: dict[str, Any]) -> str:
         )
     if policy.get("notify"):
         lines.append(f"• a final failure is also told in <#{escape(str(policy['notify']))}>")
+    chosen = policy.get(NOTIFY_REQUESTER)
+    if chosen in NOTIFY_CHOICES:
+        lines.append(f"• you hear that it ended or needs you by {notify_text(chosen)} (`notify={chosen}`)")
+    else:
+        lines.append(
+            "• you hear that it ended or needs you as your App Home default says (else a mention in its thread); "
+            "`notify=dm` or `notify=both` chooses a direct message for this run"
+        )
     return "\n".join(lines)
+
+
+def notify_text(mode: Notify) -> str:
+    """How a requester hears of a run, in a sentence's middle (`by a direct message …`)."""
+    return {
+        "thread": "a mention in its thread",
+        "dm": "a direct message (no mention in its thread)",
+        "both": "a mention in its thread and a direct message",
+    }[mode]

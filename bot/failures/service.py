@@ -28,6 +28,7 @@ from bot.failures.render import (
     routed_text,
     waiting_text,
 )
+from bot.notify import RequesterNotifier
 from bot.redact import cap_tail, redact
 from bot.runs import (
     INLINE_LOG_BYTES,
@@ -39,7 +40,7 @@ from bot.runs import (
     run_name_for,
 )
 from bot.runs.deps import RunDeps
-from bot.slack.blocks import escape, mention
+from bot.slack.blocks import escape
 from storage import repos
 from storage.models import Run
 from storage.repos.common import DuplicateError
@@ -74,6 +75,8 @@ class FailureService:
     def __init__(self, deps: RunDeps, thread: RunThread) -> None:
         self.deps = deps
         self.thread = thread
+        # How the requester hears a run's end: the mention below, a direct message, or both (their `notify=`).
+        self.notifier = RequesterNotifier(deps, thread)
 
     # --- a failed attempt -----------------------------------------------------------------------------
 
@@ -112,7 +115,7 @@ class FailureService:
         if decision.retry == "due":
             text += "\n" + retry_text(record)
         else:
-            text += "\n" + retry_text(record) + resume_hint(run) + "\n" + self.mention(run)
+            text += self.with_mention("\n" + retry_text(record) + resume_hint(run), run)
         return text, record, upload
 
     def after_failed(self, run: Run) -> int:
@@ -291,10 +294,15 @@ class FailureService:
 
     # --- helpers ---------------------------------------------------------------------------------------
 
-    @staticmethod
-    def mention(run: Run) -> str:
-        """The requester, @-mentioned (the only person a run's thread ever mentions)."""
-        return mention(run.requester)
+    def mention(self, run: Run) -> str:
+        """The requester, @-mentioned (the only person a run's thread ever mentions); empty when they chose to hear
+        it by direct message only (`notify=dm`)."""
+        return self.notifier.mention(run)
+
+    def with_mention(self, text: str, run: Run) -> str:
+        """`text`, then the requester's mention on a line of its own (nothing, not even the newline, without one)."""
+        who = self.mention(run)
+        return f"{text}\n{who}" if who else text
 
     @staticmethod
     def attempt_label(run: Run) -> str:
@@ -302,12 +310,11 @@ class FailureService:
         total = attempts_allowed(run.policy)
         return f" (attempt {run.attempt}/{total})" if total > 1 else ""
 
-    @staticmethod
-    def stopped_text(run: Run) -> str:
+    def stopped_text(self, run: Run) -> str:
         """The stopped transition: why the bot stopped it when it did, and who is told."""
         failure = run.failure or {}
         why = f" — {escape(str(failure.get('title')))}" if failure.get("kind") == "start_deadline" else ""
-        return f":octagonal_sign: *stopped*{why}" + resume_hint(run) + "\n" + FailureService.mention(run)
+        return self.with_mention(f":octagonal_sign: *stopped*{why}" + resume_hint(run), run)
 
 
 def _mark_retried(session: Any, run: Run, name: str) -> None:

@@ -69,6 +69,8 @@ class TickPasses:
         """Unposted transitions, pending submissions, failed attempts' retries, approval requests."""
         w, stats = self.watcher, self.stats
         self.run("unposted", self.recover_unposted)
+        # Direct messages to requesters that Slack refused or a dead process left claimed (bot.notify).
+        self.run("requester_dms", w.failures.notifier.retry_unsent)
         stats.transitions += self.run("pending_submissions", w.runs.retry_pending) or 0
         # Failed attempts whose retry was decided but not started (a crash, Polyaxon down) start here.
         retried, retry_errors = self.run("failed_attempts", lambda: w.failures.retry_due(w.clock())) or (0, [])
@@ -130,6 +132,9 @@ class TickPasses:
         ):
             self.stats.recovered_posts += 1
         thread.update_card(run, force=True)
+        if event.status in repos.TERMINAL_STATUSES:
+            # The direct message its requester chose, unless the process that recorded it claimed it already.
+            self.watcher.failures.notifier.tell_end(run, event.status)
 
     def gave_up(self, run: Run, what: str, error: str) -> None:
         """A run's item is parked: its thread hears it, else its requester."""

@@ -26,10 +26,19 @@ RUNNING = frozenset({"running", "processing"})
 class Progress:
     """Records running runs' metrics and liveness, and flags the ones that stopped moving (once per run)."""
 
-    def __init__(self, runs: RunService, *, stuck_after: timedelta, mention: Callable[[Run], str]) -> None:
+    def __init__(
+        self,
+        runs: RunService,
+        *,
+        stuck_after: timedelta,
+        mention: Callable[[Run], str],
+        tell: Callable[[Run, str, str], bool] | None = None,
+    ) -> None:
         self.runs = runs
         self.stuck_after = stuck_after
         self.mention = mention
+        # The requester's direct message (bot.notify), when they chose one: (run, reason, detail).
+        self.tell = tell
 
     def note(self, run: Run, info: RunInfo, now: datetime) -> bool:
         """A changed running run: its metrics (the card edited when they moved) and when it last moved; changed?"""
@@ -75,12 +84,13 @@ class Progress:
                     continue
                 fresh = repos.update_run(s, fresh, stuck_flagged_at=now)
             minutes = int((now - activity).total_seconds() // 60)
-            self.runs.thread.post_thread(
-                fresh,
-                f":warning: *Possibly stuck*: no new metric and no change in Polyaxon for {minutes} min. "
-                f"Check `/finetune logs {escape(run.name)}`, or stop it with the card's Stop button. "
-                f"{self.mention(run)}",
-                purpose="stuck",
+            quiet = f"no new metric and no change in Polyaxon for {minutes} min"
+            text = (
+                f":warning: *Possibly stuck*: {quiet}. Check `/finetune logs {escape(run.name)}`, or stop it with the "
+                f"card's Stop button. {self.mention(run)}"
             )
+            self.runs.thread.post_thread(fresh, text.rstrip(), purpose="stuck")
+            if self.tell is not None:
+                self.tell(fresh, "stuck", quiet)
             flagged += 1
         return flagged

@@ -78,7 +78,9 @@ class Watcher:
         self.gateway = runs.gateway
         self.clock = clock
         self.feed = ChangeFeed(runs.gateway, clock=clock, resync_every=resync_every)
-        self.progress = Progress(runs, stuck_after=stuck_after, mention=self.failures.mention)
+        self.progress = Progress(
+            runs, stuck_after=stuck_after, mention=self.failures.mention, tell=self.failures.notifier.tell
+        )
         self.lost = LostWatch(runs)
 
     def tick(self) -> TickStats:
@@ -221,7 +223,7 @@ class Watcher:
             text = ":white_check_mark: *succeeded*" + self.failures.attempt_label(run)
             text += metrics_text(metrics, contract_metrics)
             # The requester hears it (and only they are mentioned), once: the transition is told once.
-            text += "\n" + self.failures.mention(run)
+            text = self.failures.with_mention(text, run)
         elif status == "failed":
             # Classified (class, evidence, hint) with the log tail; retried when the recipe's budget allows.
             text, fields["failure"], upload = self.failures.report_failed(run, info)
@@ -232,6 +234,8 @@ class Watcher:
             # Told with this transition: the waiting check does not tell the same condition again.
             fields["condition"] = condition_key(condition.reason, condition.message) if condition else None
         fresh = self.runs.thread.transition(run, status=status, message=reason, text=text, **fields)
+        # By direct message too, when they chose it (`notify=`): once per run and reason, never raising.
+        self.failures.notifier.tell_end(fresh, status)
         if upload is not None:
             self.runs.thread.upload_to_thread(
                 fresh,

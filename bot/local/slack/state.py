@@ -120,8 +120,10 @@ class Workspace:
         return ch
 
     def direct_message(self, user_id: str) -> Channel:
-        """The bot's direct messages with a member (opened on first use, as posting to a user id does in Slack)."""
-        self.user(user_id)
+        """The bot's direct messages with a member (opened on first use, as posting to a user id does in Slack); a bot
+        user has none (Slack answers `cannot_dm_bot`)."""
+        if self.user(user_id).get("is_bot"):
+            raise ApiError("cannot_dm_bot")
         dm_id = "D" + user_id[1:]
         if dm_id not in self.channels:
             self.channels[dm_id] = Channel(dm_id, user_id, {user_id, BOT_USER_ID}, is_private=True)
