@@ -15,12 +15,13 @@ from apscheduler.schedulers.base import BaseScheduler
 
 from bot.background import BackgroundItems
 from bot.forms import ACTION_PREFIX
+from bot.home import NOTIFY_ACTION
 from bot.scheduler import add_interval_job
 from bot.services import Services
 from handlers.actions import handle_button_delivery
 from handlers.commands import handle_command_delivery
 from handlers.forms import handle_form_action_delivery, handle_shortcut_delivery, handle_submission_delivery
-from handlers.home import handle_home_delivery
+from handlers.home import handle_home_delivery, handle_notify_delivery
 from handlers.reactions import handle_reaction_delivery
 from handlers.steps import handle_step_delivery
 from storage.models import Delivery
@@ -44,6 +45,8 @@ EVENT_WORK: dict[str, Callable[[Services, dict[str, Any]], None]] = {
     "app_home_opened": handle_home_delivery,
     "function_executed": handle_step_delivery,
 }
+# Actions other than run buttons and the form's, by action_id.
+ACTION_ID_WORK: dict[str, Callable[[Services, dict[str, Any]], None]] = {NOTIFY_ACTION: handle_notify_delivery}
 
 
 def work_for(kind: str, body: dict[str, Any]) -> Callable[[Services, dict[str, Any]], None] | None:
@@ -54,6 +57,8 @@ def work_for(kind: str, body: dict[str, Any]) -> Callable[[Services, dict[str, A
         action_id = str(((body.get("actions") or [{}])[0] or {}).get("action_id") or "")
         if action_id.startswith(ACTION_PREFIX):
             return handle_form_action_delivery
+        if action_id in ACTION_ID_WORK:
+            return ACTION_ID_WORK[action_id]
     if kind == "event":
         event_type = str((body.get("event") or {}).get("type") or "")
         if event_type in EVENT_WORK:

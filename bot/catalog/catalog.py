@@ -16,6 +16,7 @@ from bot.catalog.loading import load_manifests
 from bot.catalog.manifests import Component, PreflightSpec, Preset, Recipe
 from bot.catalog.pins import Pinner
 from bot.catalog.plan import Plan, compile_plan
+from bot.catalog.policy import NOTIFY_REQUESTER
 from bot.catalog.preflight import compile_preflight, mark_distributed
 from bot.catalog.presets import find_preset, presets_for_run
 from bot.catalog.rewards import RewardFunction
@@ -129,6 +130,10 @@ class Catalog:
             plan.pins["base"] = f"{base.run_name}@{base.model_digest}"
         if chosen.dataset is not None:
             plan.provenance["dataset_name"] = f"command line: dataset={chosen.dataset.name}"
+        if cmd.notify is not None:
+            # How its requester hears of it, stored with the run beside the recipe's failure policy (bot.notify). The
+            # grammar took `notify=` out of the overrides: it is never a component input.
+            plan.policy[NOTIFY_REQUESTER] = cmd.notify
         problem = generation_problem(component_trainer(component), plan.params)
         if problem:
             raise PlanError(f"recipe {recipe.name}: {problem}")

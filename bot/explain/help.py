@@ -14,8 +14,8 @@ THREAD_NOTE = (
 
 USAGE: dict[str, str] = {
     "run": (
-        "/finetune run recipe=NAME [preset=P[,P2…]] [dataset=NAME] [rewards=F1,F2] [base=RUN] [KEY=VALUE …] "
-        "[--dry-run] [--force] [--skip-preflight]"
+        "/finetune run recipe=NAME [preset=P[,P2…]] [dataset=NAME] [rewards=F1,F2] [base=RUN] "
+        "[notify=thread|dm|both] [KEY=VALUE …] [--dry-run] [--force] [--skip-preflight]"
     ),
     "status": "/finetune status [RUN]",
     "logs": "/finetune logs RUN [lines=N] | logs RUN follow",
@@ -62,7 +62,9 @@ HELP: dict[str, str] = {
         "which must be in the format that trainer takes (a path or URL never is), and GRPO and RLOO recipes take "
         "`rewards=F1,F2` from the catalog's reward functions (`format`, `length`, `exact-match`). `base=RUN` starts "
         "from a succeeded run's final model (DPO on an SFT run's result, say) once `/finetune outputs RUN` has "
-        "confirmed it; the run pins that model by its digest.\n"
+        "confirmed it; the run pins that model by its digest. `notify=dm` sends you a direct message when the run "
+        "ends or may be stuck, instead of the mention in its thread; `notify=both` does both, `notify=thread` only "
+        "mentions (without it: your App Home default, else the thread).\n"
         "Example: `/finetune run recipe=sft-tiny lr=3e-3 preset=cpu-small --dry-run`"
     ),
     "status": (

@@ -8,10 +8,16 @@ from datetime import datetime
 from typing import Any
 
 from bot.forms import OPEN_ACTION
+from bot.grammar import NOTIFY_CHOICES, Notify
+from bot.notify import NOTIFY_LABELS
 from bot.slack.blocks import ButtonAction, command_button, context, divider, escape, header, mention, section
 from bot.slack.views import View, button, home
 
 HOME_CALLBACK = "finetune_home"
+# The person's default for how they hear that their runs ended or need them (a static select; its value is checked
+# again when it comes back: bot.home.service.AppHome.set_notify).
+NOTIFY_ACTION = "home_notify"
+NOTIFY_BLOCK = "home_notify"
 MAX_RUNS = 15
 MAX_REQUESTS = 10
 # Every active run may be stopped (`stop` cancels one that Polyaxon has not started yet), except one stopping.
@@ -78,6 +84,7 @@ class HomeData:
     digests: list[HomeDigest] = field(default_factory=list)
     now: datetime | None = None
     polyaxon: bool = True
+    notify: Notify = "thread"
 
 
 ACTIONS = {
@@ -97,6 +104,7 @@ def compose_home(data: HomeData) -> View:
             "This tab shows what is yours; it is refreshed each time you open it."
         ),
         {"type": "actions", "block_id": "home_actions", "elements": [button("New run", OPEN_ACTION, style="primary")]},
+        _notify_choice(data.notify),
         divider(),
         header(f"Your active runs ({len(data.runs)})"),
     ]
@@ -115,6 +123,29 @@ def compose_home(data: HomeData) -> View:
     lines = [f"• <#{escape(d.channel)}>: {escape(d.schedule)}" for d in data.digests]
     blocks.append(section("\n".join(lines)) if lines else context("None of your channels has a digest scheduled."))
     return home(blocks, callback_id=HOME_CALLBACK)
+
+
+def _notify_choice(current: Notify) -> dict[str, Any]:
+    """ "When my runs end or need me": the person's default, shown as chosen; `notify=` on a run overrides it."""
+
+    def option(value: Notify) -> dict[str, Any]:
+        return {"text": {"type": "plain_text", "text": NOTIFY_LABELS[value]}, "value": value}
+
+    return {
+        "type": "section",
+        "block_id": NOTIFY_BLOCK,
+        "text": {
+            "type": "mrkdwn",
+            "text": "*When my runs end or need me*\n`notify=thread|dm|both` on `/finetune run` chooses for one run.",
+        },
+        "accessory": {
+            "type": "static_select",
+            "action_id": NOTIFY_ACTION,
+            "placeholder": {"type": "plain_text", "text": "How to tell me"},
+            "options": [option(value) for value in NOTIFY_CHOICES],
+            "initial_option": option(current),
+        },
+    }
 
 
 def _runs(runs: list[HomeRun]) -> list[dict[str, Any]]:

@@ -18,7 +18,9 @@ from datetime import datetime
 from slack_sdk import WebClient
 
 from bot.digest.schedule import describe_schedule
+from bot.grammar import Notify
 from bot.home.compose import HomeData, HomeDigest, HomeRegistration, HomeRequest, HomeRun, compose_home
+from bot.notify import is_notify, notify_default
 from bot.slack.channels import ChannelMembers
 from bot.slack.links import WorkspaceAddress
 from bot.slack.people import People
@@ -76,6 +78,16 @@ class AppHome:
                 self._published.popitem(last=False)
             return True
 
+    def set_notify(self, user: str, value: object) -> Notify | None:
+        """Store the person's default way to hear of their runs; None (nothing stored) unless `value` is one of the
+        three: it comes back from a select the bot rendered, and is checked again, never trusted."""
+        if not is_notify(value):
+            return None
+        with self.sessions() as s:
+            repos.set_notify_preference(s, user=user, notify=value)
+            repos.add_audit(s, user=user, command=f"home notify={value}", outcome="ok")
+        return value
+
     def collect(self, user: str) -> HomeData:
         """Everything the tab shows, in a few queries and at most MAX_DIGEST_CHANNELS Slack reads."""
         approvers = self.people.approvers()
@@ -112,6 +124,7 @@ class AppHome:
             ],
             now=now,
             polyaxon=self.polyaxon,
+            notify=notify_default(self.sessions, user),
         )
 
     def _run(self, run: Run) -> HomeRun:

@@ -10,10 +10,11 @@ from bot.slack.blocks import escape
 
 # Why a requester hears of a run: the ends a thread mention is for, and the stuck notice.
 REASONS = ("succeeded", "failed", "stopped", "stuck")
+# App Home's choices (an option's text: at most 75 characters).
 NOTIFY_LABELS: dict[Notify, str] = {
-    "thread": "mention me in the run's thread",
-    "dm": "send me a direct message",
-    "both": "both",
+    "thread": "Mention me in the run's thread",
+    "dm": "Send me a direct message",
+    "both": "Both: a mention and a direct message",
 }
 _HEADS = {
     "succeeded": (":white_check_mark:", "succeeded"),

@@ -7,7 +7,6 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from bot.catalog.policy import NOTIFY_REQUESTER
 from bot.grammar import RunCommand
 from bot.redact import redact
 from bot.runs.capability import unsupported_reason
@@ -46,12 +45,8 @@ class Submitter:
         self.gate = PreflightGate(deps.sessions, deps.people, lost=LostRuns(deps, thread))
 
     def plan(self, cmd: RunCommand) -> Plan:
-        """Compile the command (PlanError for anything the catalog refuses); its `notify=` goes in the policy."""
-        plan = plan_run(self.deps.catalog, self.deps.sessions, cmd)
-        if cmd.notify is not None:
-            # Stored with the run, beside the recipe's failure policy; the catalog never saw it (bot.grammar took it).
-            plan.policy[NOTIFY_REQUESTER] = cmd.notify
-        return plan
+        """Compile the command (PlanError for anything the catalog refuses)."""
+        return plan_run(self.deps.catalog, self.deps.sessions, cmd)
 
     def submit(self, cmd: RunCommand, *, user: str, channel: str, delivery_key: str) -> Reply:
         """Plan, pass the memory and preflight gates, then start the run (`start`)."""

@@ -107,6 +107,25 @@ def enter(ws: Workspace, view_id: str, block_id: str, value: str | list[str] | N
     return entry
 
 
+def choose(ws: Workspace, view_id: str, block_id: str, action_id: str, value: str) -> dict[str, Any]:
+    """A person picks an option of a select outside an input block (a section's accessory, an actions block): its
+    new state entry, which the `block_actions` Slack sends at once carries. ValueError for an option not offered."""
+    view = stored(ws, view_id)
+    block = next((b for b in view.data["blocks"] if b.get("block_id") == block_id), None)
+    if block is None:
+        raise ValueError(f"no block {block_id!r} in this view")
+    elements = [block.get("accessory"), *(block.get("elements") or [])]
+    element = next((e for e in elements if isinstance(e, dict) and e.get("action_id") == action_id), None)
+    if element is None or element.get("type") not in ("static_select", "radio_buttons"):
+        raise ValueError(f"no select {action_id!r} in block {block_id!r}")
+    options = {o["value"]: o for o in element.get("options") or []}
+    if value not in options:
+        raise ValueError(f"{value} is not one of the choices: {', '.join(options)}")
+    entry = {"type": element["type"], "selected_option": copy.deepcopy(options[value])}
+    view.data["state"]["values"].setdefault(block_id, {})[action_id] = entry
+    return entry
+
+
 def _check_number(element: dict[str, Any], text: str) -> None:
     """Slack's number input takes numbers only, whole ones unless decimals are allowed, within min and max."""
     try:
@@ -280,6 +299,11 @@ class PersonViews:
         """A person types into or picks in an input of an open view (ValueError for what Slack refuses)."""
         with self.ws.lock:
             return enter(self.ws, view_id, block_id, value)
+
+    def choose(self, view_id: str, block_id: str, action_id: str, value: str) -> dict[str, Any]:
+        """A person picks an option of a select in a section or actions block (then `SlackSender.view_action`)."""
+        with self.ws.lock:
+            return choose(self.ws, view_id, block_id, action_id, value)
 
     def close(self, user: str) -> None:
         """The person closes their top modal."""

@@ -112,6 +112,11 @@ def _input_errors(blocks: list[Any]) -> list[str]:
             seen.add(block_id)
             if len(str(block_id)) > MAX_BLOCK_ID:
                 problems.append(f"block_id must be less than {MAX_BLOCK_ID + 1} characters {where}")
+        if block.get("type") in ("section", "actions"):
+            # Selects outside input blocks follow the same option rules (a section's accessory, an actions block).
+            for j, element in enumerate([block.get("accessory"), *(block.get("elements") or [])]):
+                if isinstance(element, dict) and element.get("type") in ("static_select", "radio_buttons"):
+                    problems += _option_errors(element, f"{where}/{'accessory' if j == 0 else f'elements/{j - 1}'}")
         if block.get("type") != "input":
             continue
         label = block.get("label") or {}

@@ -167,13 +167,14 @@ def test_long_lists_are_split_and_capped(tmp_path: Path) -> None:
 
 def test_usage_and_help_name_force_and_max_steps() -> None:
     assert USAGE["run"] == (
-        "/finetune run recipe=NAME [preset=P[,P2…]] [dataset=NAME] [rewards=F1,F2] [base=RUN] [KEY=VALUE …] "
-        "[--dry-run] [--force] [--skip-preflight]"
+        "/finetune run recipe=NAME [preset=P[,P2…]] [dataset=NAME] [rewards=F1,F2] [base=RUN] "
+        "[notify=thread|dm|both] [KEY=VALUE …] [--dry-run] [--force] [--skip-preflight]"
     )
     assert USAGE["resume"] == "/finetune resume RUN [checkpoint=latest|step-N] [max_steps=N]"
     run_help, resume_help = texts(render_help("run")), texts(render_help("resume"))
     assert "`--force`" in run_help and "approver" in run_help and "memory estimate" in run_help
     assert "lower-case" in run_help and "resume_from" in run_help
+    assert "`notify=dm`" in run_help and "App Home default" in run_help
     assert "`max_steps=N`" in resume_help and "succeeded" in resume_help
     for topic in SUBCOMMANDS:
         usage = texts(render_help(topic)).splitlines()[1]

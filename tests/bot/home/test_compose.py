@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
+from bot.grammar import NOTIFY_CHOICES, Notify
 from bot.home import HomeData, compose_home
-from bot.home.compose import HomeDigest, HomeRegistration, HomeRequest, HomeRun
+from bot.home.compose import NOTIFY_ACTION, NOTIFY_BLOCK, HomeDigest, HomeRegistration, HomeRequest, HomeRun
+from bot.local.slack.state import ApiError
 from bot.local.slack.views import check_view
 
 NOW = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
@@ -66,3 +70,20 @@ def test_runs_requests_registrations_and_digests_are_listed() -> None:
     assert "`tiny-chat:v1` from `r1`, 2026-12-05 09:00 UTC" in text and "daily at 09:00 (UTC)" in text
     action_ids = [e["action_id"] for b in view["blocks"] if b["type"] == "actions" for e in b["elements"]]
     assert len(action_ids) == len(set(action_ids))  # unique within the view, as Slack requires
+
+
+@pytest.mark.parametrize("current", NOTIFY_CHOICES)
+def test_the_notify_choice_shows_the_persons_default_and_all_three_ways(current: Notify) -> None:
+    view = compose_home(HomeData(user="U1", now=NOW, notify=current))
+    check_view(view, kind="home")
+    [block] = [b for b in view["blocks"] if b.get("block_id") == NOTIFY_BLOCK]
+    select = block["accessory"]
+    assert select["type"] == "static_select" and select["action_id"] == NOTIFY_ACTION
+    assert [o["value"] for o in select["options"]] == ["thread", "dm", "both"]
+    assert select["initial_option"]["value"] == current
+    assert "When my runs end or need me" in block["text"]["text"]
+    # The stand-in checks a select outside an input block as Slack does: its initial option must be offered.
+    select["initial_option"] = {"text": {"type": "plain_text", "text": "Shout"}, "value": "shout"}
+    with pytest.raises(ApiError) as refused:
+        check_view(view, kind="home")
+    assert "is not one of the options" in str(refused.value.extra)
