@@ -56,6 +56,18 @@ class Printer:
             for ephemeral in ephemerals[self._ephemerals_seen :]:
                 self._write(f"{self._only(ephemeral.get('user'))} {self._shown(ephemeral)}", indent="")
             self._ephemerals_seen = len(ephemerals)
+            self._show_direct_messages()
+
+    def _show_direct_messages(self) -> None:
+        """The bot's direct messages to the person the shell acts as (`notify=dm`), new ones once each."""
+        dm = "D" + self.viewer[1:] if self.viewer else ""
+        if dm not in self.standin.state.channels:  # opened by the bot's first message to them
+            return
+        for message in self.standin.messages(dm):
+            ts = str(message["ts"])
+            if ts not in self._seen:
+                self._write(f"[{ts}] (direct message to you) {self._shown(message)}", indent="")
+                self._seen[ts] = {k: message.get(k) for k in ("text", "blocks", "files")}
 
     def _show(self, message: dict[str, Any], *, indent: str) -> None:
         ts = str(message["ts"])

@@ -239,3 +239,15 @@ def test_printer_shows_a_streamed_message_as_what_it_grew_by() -> None:
         )
     printer.poll()
     assert out.getvalue().splitlines()[-1] == f"{THREAD_INDENT}[{started['ts']}] (streamed) step 1"
+
+
+def test_printer_shows_the_bots_direct_messages_to_the_viewer_once() -> None:
+    standin = SlackStandIn()
+    out = io.StringIO()
+    printer = Printer(standin, out, viewer="U0ALICE01")
+    printer.poll()  # no direct message channel yet: nothing, no error
+    with standin.state.lock:
+        sent = chat_api.post_message(standin.state, {"channel": "U0ALICE01", "text": "Your run `r` succeeded."})
+    printer.poll()
+    printer.poll()
+    assert out.getvalue() == f"[{sent['ts']}] (direct message to you) Your run `r` succeeded.\n"
