@@ -136,7 +136,9 @@ def _notify_choice(current: Notify) -> dict[str, Any]:
         "block_id": NOTIFY_BLOCK,
         "text": {
             "type": "mrkdwn",
-            "text": "*When my runs end or need me*\n`notify=thread|dm|both` on `/finetune run` chooses for one run.",
+            # The choice in words too: what a screen reader and `finetune-bot local`'s `home` say.
+            "text": f"*When my runs end or need me*: {NOTIFY_LABELS[current].lower()}\n"
+            "`notify=thread|dm|both` on `/finetune run` chooses for one run.",
         },
         "accessory": {
             "type": "static_select",

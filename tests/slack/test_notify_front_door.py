@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sqlmodel import select
 
 from bot.home import NOTIFY_ACTION
@@ -56,6 +57,8 @@ def test_the_home_select_stores_the_default_and_publishes_the_tab_again(
     sender.home_opened(ALICE)
     home = wait_for(lambda: slack_standin.views.home(ALICE))
     assert _select(home)["initial_option"]["value"] == "thread"
+    with pytest.raises(ValueError):  # Slack's client offers only the three
+        slack_standin.views.choose(home["id"], NOTIFY_BLOCK, NOTIFY_ACTION, "email")
     slack_standin.views.choose(home["id"], NOTIFY_BLOCK, NOTIFY_ACTION, "dm")
     assert sender.view_action(home["id"], NOTIFY_BLOCK, NOTIFY_ACTION).status == 200
     wait_for(lambda: _select(slack_standin.views.home(ALICE) or home)["initial_option"]["value"] == "dm")

@@ -11,6 +11,7 @@ from bot.home import HomeData, compose_home
 from bot.home.compose import NOTIFY_ACTION, NOTIFY_BLOCK, HomeDigest, HomeRegistration, HomeRequest, HomeRun
 from bot.local.slack.state import ApiError
 from bot.local.slack.views import check_view
+from bot.notify import NOTIFY_LABELS
 
 NOW = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
 
@@ -81,7 +82,7 @@ def test_the_notify_choice_shows_the_persons_default_and_all_three_ways(current:
     assert select["type"] == "static_select" and select["action_id"] == NOTIFY_ACTION
     assert [o["value"] for o in select["options"]] == ["thread", "dm", "both"]
     assert select["initial_option"]["value"] == current
-    assert "When my runs end or need me" in block["text"]["text"]
+    assert f"When my runs end or need me*: {NOTIFY_LABELS[current].lower()}" in block["text"]["text"]
     # The stand-in checks a select outside an input block as Slack does: its initial option must be offered.
     select["initial_option"] = {"text": {"type": "plain_text", "text": "Shout"}, "value": "shout"}
     with pytest.raises(ApiError) as refused:
