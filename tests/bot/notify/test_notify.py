@@ -178,3 +178,25 @@ def test_the_direct_message_text() -> None:
     assert dm_text(reason="stopped", run_name="r", recipe="x", detail="", link="https://l").endswith(
         "was stopped.\n<https://l|Open its thread>"
     )
+
+
+def test_an_end_recorded_by_a_process_that_died_is_told_by_direct_message_once_on_recovery(
+    sessions: SessionFactory, standin: SlackStandIn
+) -> None:
+    watcher, gateway, clock, run = _ready(sessions, standin, notify_requester="dm")
+    watcher.tick()
+    # A process recorded the success and died before telling it (and before its direct message).
+    gateway.put("uuid0000", status="succeeded")
+    with sessions() as s:
+        fresh = repos.get_run(s, run_id=run.id or 0)
+        assert fresh is not None
+        repos.update_run(s, fresh, last_metrics={"loss": 0.25})
+        repos.record_status(s, fresh, status="succeeded")
+    watcher.recover_after = timedelta(0)
+    clock.now += timedelta(seconds=5)
+    assert watcher.tick().recovered_posts == 1
+    [dm] = _dms(standin)
+    assert f"Your run `{run.name}` (recipe `sft-tiny`) succeeded: loss 0.25" in dm["text"]
+    clock.now += timedelta(seconds=5)
+    watcher.tick()
+    assert len(_dms(standin)) == 1
