@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -17,6 +18,12 @@ def _settings() -> Settings:
         return load_settings()
     except SettingsError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+def _started_as_cli(argv: list[str]) -> bool:
+    """Whether this process's own command line is this CLI (`finetune-bot …` or `python -m bot.cli …`), not a
+    caller that runs it in-process (a test's CliRunner): only such a process may replace itself."""
+    return Path(argv[1] if len(argv) > 1 else "").name == "finetune-bot" or argv[1:3] == ["-m", "bot.cli"]
 
 
 def _require_migrated(settings: Settings) -> None:
@@ -48,9 +55,17 @@ def main(log_level: str) -> None:
 @click.option("--port", default=None, type=int, help="HTTP port (default FINETUNE_HTTP_PORT or 3000).")
 def serve(host: str | None, port: int | None) -> None:
     """Serve Slack: Socket Mode when SLACK_APP_TOKEN is set, else HTTP on /slack/events."""
+    from bot.allocator import allocator_environment, tune_allocator
+
+    environment = allocator_environment(os.environ)
+    if environment is not None and _started_as_cli(sys.orig_argv):
+        # glibc reads its thread cache's size only at start: the same command again, with it (same pid).
+        os.execve(sys.executable, sys.orig_argv, environment)
     from bot.app import build_runtime
     from bot.web import run_serve
 
+    # Before any thread starts (the runtime starts the intake writer and the scheduler): arenas are per thread.
+    tune_allocator()
     settings = _settings()
     _require_migrated(settings)
     try:
