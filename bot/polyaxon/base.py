@@ -65,9 +65,11 @@ class GatewayBase:
         pool_size: int = 40,
     ) -> None:
         # Imported here, once per gateway: the client costs 3-4 s to import. (Whoever imports
-        # polyaxon first must have POLYAXON_NO_CONFIG=true set, or it reads config from $HOME.)
+        # polyaxon first must have POLYAXON_NO_CONFIG=true set, or it reads config from $HOME.) From its own
+        # module: `polyaxon.client` also brings the run/project clients and, with them, Kubernetes' models
+        # (~80 MB, ~1,000 modules) that the API calls never use.
+        from polyaxon._client.client import PolyaxonClient
         from polyaxon._schemas.client import ClientConfig
-        from polyaxon.client import PolyaxonClient
         from polyaxon.exceptions import ApiException, PolyaxonClientException
         from urllib3.exceptions import HTTPError
 

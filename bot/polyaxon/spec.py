@@ -16,10 +16,10 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from polyaxon._polyaxonfile.check import check_polyaxonfile
-from polyaxon._polyaxonfile.specs import OperationSpecification
+if TYPE_CHECKING:
+    from polyaxon._polyaxonfile.specs import OperationSpecification
 
 _TEMPLATE_RE = re.compile(r"^\{\{\s*(?:params\.)?([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$")
 DRY_RUN_UUID = "0" * 32
@@ -30,6 +30,14 @@ OFFLINE_ARTIFACTS_STORE = "artifacts_store"
 
 class OperationSpecError(Exception):
     """Polyaxon refused the component, a preset or a parameter; the message says why."""
+
+
+def _specification() -> type[OperationSpecification]:
+    # Polyaxon's polyaxonfile readers bring Kubernetes' models, and with them ~80 MB and ~1,000 modules: imported
+    # by the first command that compiles an operation, not by every process that imports the catalog or serves.
+    from polyaxon._polyaxonfile.specs import OperationSpecification
+
+    return OperationSpecification
 
 
 def _reason(exc: BaseException) -> str:
@@ -48,6 +56,9 @@ def compile_operation(
     component: dict[str, Any], presets: list[dict[str, Any]], params: dict[str, Any]
 ) -> dict[str, Any]:
     """Merge presets over the component, bind params, validate with Polyaxon; return `V1Operation.to_dict()`."""
+    from polyaxon._polyaxonfile.check import check_polyaxonfile
+
+    specification = _specification()
     with tempfile.TemporaryDirectory(prefix="finetune-spec-") as folder:
         paths: list[str] = []
         for index, document in enumerate([component, *presets]):
@@ -61,7 +72,7 @@ def compile_operation(
             )
             # The checker validates params; compiling also applies the presets' runPatch to the
             # run section, which is where a preset for the wrong run kind fails.
-            OperationSpecification.compile_operation(operation)
+            specification.compile_operation(operation)
         except Exception as exc:  # Polyaxon raises many exception types; all mean "invalid spec".
             raise OperationSpecError(f"Polyaxon refused the operation: {_reason(exc)}") from exc
     result: dict[str, Any] = operation.to_dict()
@@ -70,8 +81,9 @@ def compile_operation(
 
 def check_operation(operation: dict[str, Any]) -> None:
     """Validate an operation dict as Polyaxon reads it (a matrix section included); OperationSpecError if refused."""
+    specification = _specification()
     try:
-        OperationSpecification.read(operation)
+        specification.read(operation)
     except Exception as exc:  # Polyaxon raises many exception types; all mean "invalid spec".
         raise OperationSpecError(f"Polyaxon refused the operation: {_reason(exc)}") from exc
 
@@ -116,10 +128,11 @@ def to_pod_spec(operation: dict[str, Any], *, run_uuid: str | None = None) -> di
     from polyaxon._k8s.executor.base import BaseExecutor
     from polyaxon._schemas.agent import AgentConfig
 
+    specification = _specification()
     run_id = run_uuid or uuid.uuid4().hex
     try:
-        spec = OperationSpecification.read(operation)
-        compiled = OperationSpecification.compile_operation(spec)
+        spec = specification.read(operation)
+        compiled = specification.compile_operation(spec)
         names = sorted(set(_declared_connections(operation)) - {OFFLINE_ARTIFACTS_STORE})
     except Exception as exc:
         raise OperationSpecError(f"Polyaxon could not compile the operation: {_reason(exc)}") from exc
