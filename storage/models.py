@@ -16,6 +16,7 @@ from storage.columns import utcnow as utcnow
 
 # Streamed logs' one-follow-per-run guard, likewise in its own module.
 from storage.follow_models import LogFollow as LogFollow
+
 # Each person's notification default and the direct messages told to requesters (bot.notify).
 from storage.notify_models import RequesterNotice as RequesterNotice
 from storage.notify_models import UserPreference as UserPreference
