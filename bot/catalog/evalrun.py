@@ -63,9 +63,8 @@ def compile_eval(
         if name in component.inputs:
             params[name], provenance[name] = value, origin
 
-    for name, item in component.inputs.items():
-        if item.value is not None or item.optional:
-            put(name, item.value, "component default")
+    for name, value in component.defaults().items():
+        put(name, value, "component default")
     warnings: list[str] = []
     pins, unpinned = pinner.pin(recipe, component, put, warnings, True)
     if unpinned and not recipe.spec.exploration:
@@ -79,7 +78,7 @@ def compile_eval(
     put("recipe_name", recipe.name, source)
     put("recipe_hash", recipe.hash, f"computed: sha256 of {recipe.file}")
     put("subject", subject, "command line: what /finetune eval evaluates")
-    missing = [name for name, item in component.inputs.items() if name not in params and not item.optional]
+    missing = component.unset(params)
     if missing:
         raise PlanError(f"component {component.name} has inputs the bot can't set: {', '.join(missing)}")
     choice = presets_for_run([], recipe, component, presets)

@@ -11,6 +11,7 @@ Reading and validating the files is `loading.py` (and `presets.py` for what a pr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -252,6 +253,14 @@ class Component(BaseModel):
     run_kind: str
     inputs: dict[str, InputSpec]
     document: dict[str, Any]
+
+    def defaults(self) -> dict[str, Any]:
+        """The value of every input that has one of its own (an optional input without one: None)."""
+        return {name: item.value for name, item in self.inputs.items() if item.value is not None or item.optional}
+
+    def unset(self, params: Mapping[str, Any]) -> list[str]:
+        """Required inputs `params` leaves unset (a compile step refuses them by name)."""
+        return [name for name, item in self.inputs.items() if name not in params and not item.optional]
 
 
 class Preset(BaseModel):

@@ -106,9 +106,8 @@ def compile_plan(
             params[name] = value
             provenance[name] = origin
 
-    for name, item in component.inputs.items():
-        if item.value is not None or item.optional:
-            put(name, item.value, "component default")
+    for name, value in component.defaults().items():
+        put(name, value, "component default")
 
     pins, unpinned = pinner.pin(recipe, component, put, warnings, require_local)
     if recipe.axolotl_text is not None:
@@ -136,7 +135,7 @@ def compile_plan(
     contract, contract_hash = pinner.eval_contract(recipe, pins, put)
     put("recipe_name", recipe.name, source)
     put("recipe_hash", recipe.hash, f"computed: sha256 of {recipe.file}")
-    missing = [name for name, item in component.inputs.items() if name not in params and not item.optional]
+    missing = component.unset(params)
     if missing:
         raise PlanError(f"recipe {recipe.name} leaves required inputs of {component.name} unset: {', '.join(missing)}")
 

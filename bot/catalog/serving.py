@@ -85,15 +85,12 @@ def compile_serving_check(
         "dtype": (spec.dtype, origin + ".dtype"),
         "max_new_tokens": (spec.max_new_tokens, origin + ".max_new_tokens"),
     }
-    params: dict[str, Any] = {}
-    provenance: dict[str, str] = {}
-    for name, item in component.inputs.items():
-        if item.value is not None or item.optional:
-            params[name], provenance[name] = item.value, "component default"
+    params: dict[str, Any] = component.defaults()
+    provenance: dict[str, str] = dict.fromkeys(params, "component default")
     for name, (value, where) in values.items():
         if name in component.inputs:
             params[name], provenance[name] = value, where
-    missing = [name for name, item in component.inputs.items() if name not in params and not item.optional]
+    missing = component.unset(params)
     if missing:
         raise PlanError(f"serving component {component.name} has inputs the bot can't set: {', '.join(missing)}")
     try:
