@@ -3,6 +3,8 @@ message (the stand-in's channel of the bot with that person), while the thread's
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from storage import repos
@@ -25,8 +27,14 @@ def test_a_run_with_notify_dm_sends_one_direct_message_and_its_thread_mentions_n
     assert f"Your run `{name}` (recipe `sft-tiny`) succeeded" in dms[0]["text"] and "loss" in dms[0]["text"]
     [told] = [t for t in live_bot.thread(run) if t.startswith(":white_check_mark:")]
     assert f"<@{ALICE}>" not in told
-    with live_bot.runtime.services.sessions() as s:
-        notice = repos.get_requester_notice(s, run_id=run.id or 0, reason="succeeded")
+
+    def marked() -> Any:
+        # The notice is marked sent just after Slack took the message: wait for the mark, then check it.
+        with live_bot.runtime.services.sessions() as s:
+            found = repos.get_requester_notice(s, run_id=run.id or 0, reason="succeeded")
+        return found if found is not None and found.sent_at is not None else None
+
+    notice = wait_for(marked, timeout=60)
     assert notice is not None and notice.ts == dms[0]["ts"] and notice.channel == ALICE_DM
     # Ticks after it add nothing: told once.
     live_bot.runtime.watcher.tick()  # type: ignore[union-attr]

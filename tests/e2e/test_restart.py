@@ -88,6 +88,14 @@ def newest_run(sessions: SessionFactory) -> Run | None:
 def assert_told_once(standin: SlackStandIn, sessions: SessionFactory, run: Run) -> None:
     """One card, edited to succeeded; each transition recorded once and told once in its thread."""
     assert run.card_ts is not None
+    # A status is recorded before it is told and the card edited: wait for both, then count.
+    wait_for(
+        lambda: (
+            "succeeded" in str(standin.message(CHANNEL, run.card_ts or "").get("blocks"))
+            and any("*succeeded*" in str(m.get("text")) for m in standin.replies(CHANNEL, run.card_ts or ""))
+        ),
+        timeout=60,
+    )
     thread = [str(m.get("text")) for m in standin.replies(CHANNEL, run.card_ts)]
     assert sum("Status: *running*" in t for t in thread) == 1, thread
     assert sum("*succeeded*" in t for t in thread) == 1, thread
