@@ -12,7 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine, make_url
 
 from storage.db import SessionFactory, make_engine
-from storage.migrate import upgrade
+from tests.fixtures.db import migrate
 
 POSTGRES_ENV = "FINETUNE_TEST_POSTGRES_URL"
 
@@ -67,7 +67,7 @@ def database_url(request: pytest.FixtureRequest) -> str:
 def engine(database_url: str) -> Iterator[Engine]:
     """A migrated engine, once per backend."""
     eng = make_engine(database_url)
-    upgrade(eng)
+    migrate(eng)
     yield eng
     eng.dispose()
 

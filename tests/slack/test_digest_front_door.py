@@ -14,7 +14,7 @@ from bot.local.slack.server import DEFAULT_CHANNEL
 from bot.web import HttpServer, build_http_server
 from storage import repos
 from storage.db import make_engine
-from storage.migrate import upgrade
+from tests.fixtures.db import migrate
 from tests.fixtures.slack import SIGNING_SECRET, slack_settings_for, wait_for
 
 
@@ -23,7 +23,7 @@ def digest_bot(slack_standin: SlackStandIn, tmp_path: Path) -> Iterator[tuple[Ru
     """The bot as `serve` builds it, without Polyaxon: digests work, run commands say they need it."""
     url = f"sqlite:///{tmp_path / 'bot.db'}"
     engine = make_engine(url)
-    upgrade(engine)
+    migrate(engine)
     engine.dispose()
     runtime = build_runtime(slack_settings_for(slack_standin, url))
     runtime.start()

@@ -14,34 +14,18 @@ from typing import Any
 
 import pytest
 
-from bot.app import build_app
 from bot.local.slack import SlackStandIn
 from bot.local.slack.sender import block_actions_payload, event_envelope, reaction_event, slash_command_fields
 from bot.services import Services
-from bot.web import MeteredSocketModeHandler
-from storage.db import SessionFactory, make_engine
-from storage.migrate import upgrade
 from tests.fixtures.hostile import Trap
-from tests.fixtures.slack import slack_settings_for, wait_for
+from tests.fixtures.slack import socket_mode_bot, wait_for
 
 
 @pytest.fixture
 def socket_bot(slack_standin: SlackStandIn, slack_catalog: Any, tmp_path: Path) -> Iterator[Services]:
     """The bot connected to the stand-in over Socket Mode."""
-    settings = slack_settings_for(slack_standin, f"sqlite:///{tmp_path / 'bot.db'}", socket_mode=True)
-    engine = make_engine(settings.finetune.database_url)
-    upgrade(engine)
-    services = Services(sessions=SessionFactory(engine), catalog=slack_catalog)
-    assert settings.slack.app_token is not None
-    handler = MeteredSocketModeHandler(
-        build_app(settings, services), settings.slack.app_token.get_secret_value(), services
-    )
-    handler.connect()
-    assert slack_standin.socket_mode.wait_connected(10)
-    yield services
-    handler.close()
-    services.work.shutdown()
-    engine.dispose()
+    with socket_mode_bot(slack_standin, slack_catalog, tmp_path) as services:
+        yield services
 
 
 def _cases(url: str) -> dict[str, tuple[str, dict[str, Any], str]]:

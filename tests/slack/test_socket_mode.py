@@ -8,35 +8,19 @@ from typing import Any
 
 import pytest
 
-from bot.app import build_app
 from bot.local.slack import SlackStandIn
 from bot.local.slack.sender import event_envelope, reaction_event, slash_command_fields
 from bot.local.slack.server import DEFAULT_CHANNEL
 from bot.local.slack.viewing import submission_payload
 from bot.services import Services
-from bot.web import MeteredSocketModeHandler
-from storage.db import SessionFactory, make_engine
-from storage.migrate import upgrade
-from tests.fixtures.slack import slack_settings_for, wait_for
+from tests.fixtures.slack import socket_mode_bot, wait_for
 
 
 @pytest.fixture
 def socket_bot(slack_standin: SlackStandIn, slack_catalog: Any, tmp_path: Path) -> Iterator[Services]:
-    """The bot connected to the stand-in over Socket Mode (no HTTP listener for Slack at all)."""
-    settings = slack_settings_for(slack_standin, f"sqlite:///{tmp_path / 'bot.db'}", socket_mode=True)
-    engine = make_engine(settings.finetune.database_url)
-    upgrade(engine)
-    services = Services(sessions=SessionFactory(engine), catalog=slack_catalog)
-    assert settings.slack.app_token is not None
-    handler = MeteredSocketModeHandler(
-        build_app(settings, services), settings.slack.app_token.get_secret_value(), services
-    )
-    handler.connect()
-    assert slack_standin.socket_mode.wait_connected(10)
-    yield services
-    handler.close()
-    services.work.shutdown()
-    engine.dispose()
+    """The bot connected to the stand-in over Socket Mode."""
+    with socket_mode_bot(slack_standin, slack_catalog, tmp_path) as services:
+        yield services
 
 
 def test_socket_mode_round_trip(socket_bot: Services, slack_standin: SlackStandIn) -> None:

@@ -19,8 +19,8 @@ from bot.local.slack.server import DEFAULT_CHANNEL
 from bot.scheduler import PERSISTENT, latest_fire_time, stop_scheduler
 from storage import repos
 from storage.db import make_engine
-from storage.migrate import upgrade
 from tests.bot.digest.digest_env import build_runtime
+from tests.fixtures.db import migrate
 
 CHANNEL = DEFAULT_CHANNEL
 ROOT = Path(__file__).resolve().parents[3]
@@ -35,7 +35,7 @@ def standin() -> Iterator[SlackStandIn]:
 @pytest.fixture
 def migrated_url(database_url: str) -> str:
     eng = make_engine(database_url)
-    upgrade(eng)
+    migrate(eng)
     eng.dispose()
     return database_url
 
@@ -150,7 +150,7 @@ def test_schedule_survives_restart_and_missed_digest_is_posted_once_late(
 @pytest.mark.postgres
 def test_two_replicas_on_one_postgres_post_one_digest(pg_schema_url: str, standin: SlackStandIn) -> None:
     eng = make_engine(pg_schema_url)
-    upgrade(eng)
+    migrate(eng)
     eng.dispose()
     due = datetime.now(UTC) - timedelta(minutes=30)
     setup = build_runtime(pg_schema_url, standin.base_url, standin.bot_token)

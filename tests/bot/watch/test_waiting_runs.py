@@ -27,8 +27,8 @@ from bot.settings import FinetuneSettings, PolyaxonSettings, Settings, SlackSett
 from bot.slack.client import build_web_client
 from bot.watch import Watcher
 from storage.db import SessionFactory, make_engine
-from storage.migrate import upgrade
 from tests.fixtures import polyaxon as plx
+from tests.fixtures.db import migrate
 from tests.fixtures.runs import create_run
 
 pytestmark = pytest.mark.polyaxon
@@ -91,7 +91,7 @@ def tick_requests(stack: LocalPolyaxonStack, standin: SlackStandIn, tmp: Path, c
     project = plx.unique_name(f"waiting{count}")
     uuids = seed_queued(stack, project, count)
     engine = make_engine(f"sqlite:///{tmp / f'waiting-{count}.db'}")
-    upgrade(engine)
+    migrate(engine)
     sessions = SessionFactory(engine)
     with sessions() as s:
         for i, uuid in enumerate(uuids):
