@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -36,3 +37,11 @@ def test_stop_still_closes_the_port_when_the_trigger_pipe_was_already_closed() -
     server.stop()
     assert refuses(server.port)
     assert thread is not None and not thread.is_alive()
+
+
+def test_stop_ends_every_request_thread() -> None:
+    before = threading.active_count()
+    server = HttpServer(hello, "127.0.0.1", 0, threads=8).start()
+    assert threading.active_count() >= before + 8
+    server.stop()
+    assert threading.active_count() == before
