@@ -7,8 +7,9 @@ finetune-bot is `finetune-bot serve` itself (`python -m bot.cli serve`, HTTP on 
 file, its runtime: Polyaxon gateway, watcher and scheduler in the serving process), on a SQLite file and a
 local Polyaxon server that the bench starts (`LocalPolyaxonStack`) with no agent: a submitted run is compiled
 and stays `queued`, nothing trains. The bare app is Bolt behind the same waitress server, and only acks.
-This process plays Slack: the Web API stand-in (which receives the bot's replies, cards and thread posts)
-and a client that fires a burst of signed commands at once.
+This process plays Slack's Web API (the stand-in, which receives the bot's replies, cards and thread posts);
+a process of its own (bench/ack_client.py) fires each burst of signed commands at once and times the acks,
+so serve's replies to the stand-in never share an interpreter lock with the timing.
 
 - `help` bursts: `--burst` commands.
 - `run` bursts: `--run-burst` commands `run recipe=sft-tiny seed=K`, K unique over the whole bench. A run is
@@ -43,17 +44,16 @@ import itertools
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.ack_report import TARGETS, Results, percentile, print_latencies, print_ratios
-from bench.ack_stack import RECIPE, SIGNING_SECRET, FullBot, build_recipe_assets, serve_bare, start_bare
+from bench.ack_stack import RECIPE, REPO, SIGNING_SECRET, FullBot, build_recipe_assets, serve_bare, start_bare
 from bench.verdict import load
 
 if TYPE_CHECKING:
@@ -63,22 +63,39 @@ KINDS = ["help", "run"]
 PLANNED = f"Planned {RECIPE} as"
 
 
-def _burst(url: str, texts: list[str], standin: SlackStandIn) -> list[float]:
-    """Send every text as a signed `/finetune` at once; the ack latencies (s)."""
-    from bot.local.slack import SlackSender
+class BurstClient:
+    """The process that fires the bursts and times the acks (bench/ack_client.py), apart from the stand-in."""
 
-    sender = SlackSender(url, SIGNING_SECRET, standin=standin)
-    start = threading.Barrier(len(texts))
+    def __init__(self, standin: SlackStandIn) -> None:
+        self.standin = standin
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.ack_client", SIGNING_SECRET],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
 
-    def one(text: str) -> float:
-        start.wait()
-        sent = sender.slash_command(text)
-        if sent.status != 200:
-            raise RuntimeError(f"ack failed: HTTP {sent.status}")
-        return sent.elapsed_s
+    def burst(self, url: str, texts: list[str]) -> list[float]:
+        """Send every text as a signed `/finetune` at once; the ack latencies (s)."""
+        from bot.local.slack.sender import DEFAULT_CHANNEL, DEFAULT_USER
 
-    with ThreadPoolExecutor(len(texts)) as pool:
-        return list(pool.map(one, texts))
+        urls = [self.standin.new_response_url(channel=DEFAULT_CHANNEL, user=DEFAULT_USER) for _ in texts]
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"url": url, "texts": texts, "response_urls": urls}) + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline()
+        if not answer:
+            raise RuntimeError(f"the burst client exited ({self.proc.wait()})")
+        return [float(v) for v in json.loads(answer)]
+
+    def close(self) -> None:
+        """End the client process."""
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=30)
 
 
 def _wait_replies(standin: SlackStandIn, count: int, timeout: float) -> int:
@@ -91,9 +108,12 @@ def _wait_replies(standin: SlackStandIn, count: int, timeout: float) -> int:
 class Bench:
     """Drives the bursts; finetune-bot's replies are counted as they are awaited."""
 
-    def __init__(self, args: argparse.Namespace, standin: SlackStandIn, bot: FullBot, bare_url: str) -> None:
+    def __init__(
+        self, args: argparse.Namespace, standin: SlackStandIn, bot: FullBot, bare_url: str, client: BurstClient
+    ) -> None:
         self.args = args
         self.standin = standin
+        self.client = client
         self.bot = bot
         self.urls = {"full": bot.url, "bare": bare_url}
         self.seeds: Iterator[int] = itertools.count()
@@ -111,7 +131,7 @@ class Bench:
 
     def burst(self, kind: str, app: str, size: int) -> list[float]:
         """One burst; at finetune-bot, wait until its work is over (replies, and the runs ended and told)."""
-        values = _burst(self.urls[app], self.texts(kind, size), self.standin)
+        values = self.client.burst(self.urls[app], self.texts(kind, size))
         if app == "full":
             self.expected += size
             _wait_replies(self.standin, self.expected, timeout=30 + (2.0 * size if kind == "run" else 0.0))
@@ -212,10 +232,11 @@ def main(argv: list[str] | None = None) -> int:
             database_url=database_url,
         )
         bare = None
+        client = BurstClient(standin)
         try:
             bot.start()
             bare, bare_url = start_bare(standin.base_url, standin.bot_token)
-            bench = Bench(args, standin, bot, bare_url)
+            bench = Bench(args, standin, bot, bare_url, client)
             bench.warm_up()
             results = bench.measure()
             replies = _wait_replies(standin, bench.expected, timeout=60)
@@ -223,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             statuses = bot.run_statuses()
             log_lines, problems, answered = bot.log_summary()
         finally:
+            client.close()
             if bare is not None:
                 bare.terminate()
                 bare.wait(timeout=10)
