@@ -27,9 +27,9 @@ from bot.settings import FinetuneSettings, PolyaxonSettings, Settings, SlackSett
 from bot.web import HttpServer, build_http_server
 from storage import repos
 from storage.db import make_engine
-from storage.migrate import upgrade
 from storage.models import Run
 from tests.fixtures import polyaxon as plx
+from tests.fixtures.db import migrate
 from tests.fixtures.slack import wait_for
 
 polyaxon_stack = plx.polyaxon_stack
@@ -204,7 +204,7 @@ def start_live_bot(
     standin = SlackStandIn().start()
     url = f"sqlite:///{folder / 'bot.db'}"
     engine = make_engine(url)
-    upgrade(engine)
+    migrate(engine)
     engine.dispose()
     host = polyaxon_host or polyaxon_stack.host
     settings = e2e_settings(standin, host, url, project=f"e2e-{uuid.uuid4().hex[:8]}")

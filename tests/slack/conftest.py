@@ -1,7 +1,7 @@
 """Fixtures of the Slack area (defined in tests/fixtures/ so other areas can reuse them)."""
 
 from tests.fixtures.hostile import module_bot, scene, shared_scene, trap
-from tests.fixtures.slack import bot_server, repo_bot, send, sender, slack_catalog, slack_standin
+from tests.fixtures.slack import bot_server, repo_bot, send, sender, slack_catalog, slack_standin, socket_bot
 
 __all__ = [
     "bot_server",
@@ -13,5 +13,6 @@ __all__ = [
     "shared_scene",
     "slack_catalog",
     "slack_standin",
+    "socket_bot",
     "trap",
 ]

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,14 +16,7 @@ from bot.local.slack import SlackStandIn
 from bot.local.slack.sender import block_actions_payload, event_envelope, reaction_event, slash_command_fields
 from bot.services import Services
 from tests.fixtures.hostile import Trap
-from tests.fixtures.slack import socket_mode_bot, wait_for
-
-
-@pytest.fixture
-def socket_bot(slack_standin: SlackStandIn, slack_catalog: Any, tmp_path: Path) -> Iterator[Services]:
-    """The bot connected to the stand-in over Socket Mode."""
-    with socket_mode_bot(slack_standin, slack_catalog, tmp_path) as services:
-        yield services
+from tests.fixtures.slack import wait_for
 
 
 def _cases(url: str) -> dict[str, tuple[str, dict[str, Any], str]]:

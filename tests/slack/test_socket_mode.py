@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
-import pytest
-
 from bot.local.slack import SlackStandIn
 from bot.local.slack.sender import event_envelope, reaction_event, slash_command_fields
 from bot.local.slack.server import DEFAULT_CHANNEL
 from bot.local.slack.viewing import submission_payload
 from bot.services import Services
-from tests.fixtures.slack import socket_mode_bot, wait_for
-
-
-@pytest.fixture
-def socket_bot(slack_standin: SlackStandIn, slack_catalog: Any, tmp_path: Path) -> Iterator[Services]:
-    """The bot connected to the stand-in over Socket Mode."""
-    with socket_mode_bot(slack_standin, slack_catalog, tmp_path) as services:
-        yield services
+from tests.fixtures.slack import wait_for
 
 
 def test_socket_mode_round_trip(socket_bot: Services, slack_standin: SlackStandIn) -> None:
