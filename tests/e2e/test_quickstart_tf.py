@@ -32,8 +32,9 @@ def test_quickstart_tf_succeeds_with_accuracy_on_its_card_and_its_model_loads_wi
 ) -> None:
     name = run_name_in(live_bot.command("run recipe=quickstart-tf epochs=3 lr=0.1"))
     run = live_bot.wait_status(name, {"succeeded"}, timeout=240)
-    card = reply_text(live_bot.wait_card(run, "succeeded", "accuracy"))
+    card = reply_text(live_bot.wait_card(run, "succeeded", "accuracy", "epoch 3/3"))
     assert "quickstart-tf" in card
+    assert live_bot.run_named(name).last_step == 3  # epochs count from one, as Keras prints them
     accuracy = float(run.last_metrics["accuracy"])
     assert accuracy > 0.8
     saved = Path(polyaxon_stack.store) / str(run.polyaxon_uuid) / "outputs" / "model" / "model.keras"

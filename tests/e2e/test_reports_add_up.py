@@ -1,7 +1,8 @@
 """What the bot reports must add up, through the front door on the real local Polyaxon (issue 33 F): a card's
 "ran" and "used" agree (hours × 3600 / cores = the seconds shown; a preflight's is checked in test_preflight.py
 on the preflight that module runs anyway), `logs` says how many lines it shows of how many the log holds, the
-quick starts count epochs from 1, and `trace` of a resumed version shows the resume as typed, its parent and the
+quick start counts epochs from 1 (the TensorFlow one in test_quickstart_tf.py, on the run that module runs
+anyway), and `trace` of a resumed version shows the resume as typed, its parent and the
 checkpoint it loaded.
 """
 
@@ -66,13 +67,6 @@ def test_a_cards_running_time_is_what_its_hours_count_and_logs_say_the_real_coun
         t.startswith(f"All {total} log lines (asked for {asked}; the log holds no more, blank lines are not kept)")
         for t in posts
     ), posts
-
-
-def test_the_tensorflow_quick_start_counts_its_epochs_from_one(bot: LiveBot) -> None:
-    name = run_name_in(bot.command("run recipe=quickstart-tf epochs=3"))
-    run = bot.wait_status(name, {"succeeded"}, timeout=300)
-    assert bot.run_named(name).last_step == 3
-    assert "epoch 3/3" in reply_text(bot.wait_card(run, "succeeded", "epoch 3/3"))
 
 
 def test_trace_of_a_resumed_version_shows_the_resume_as_typed_its_parent_and_checkpoint(bot: LiveBot) -> None:
