@@ -233,7 +233,7 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
         holder=holder,
         ttl=timedelta(seconds=settings.finetune.watch_lease_ttl),
         # Admits of a burst share one transaction and one writer's connection (bot/deliveries/intake.py).
-        intake=DeliveryIntake(engine),
+        intake=DeliveryIntake(engine, durability=settings.finetune.ack_durability),
     )
     services = Services(sessions=sessions, catalog=catalog, gateway=gateway, metrics=metrics, ledger=ledger)
     scheduler = build_scheduler(settings, engine)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
@@ -183,6 +183,13 @@ class FinetuneSettings(BaseSettings):
     )
     release_webhook_secret: SecretStr | None = Field(
         default=None, description="HMAC-SHA256 key of the release webhook's timestamped X-Finetune-Signature (v0)"
+    )
+    ack_durability: Literal["process", "power"] = Field(
+        default="process",
+        description="What an acked Slack delivery survives: `process`, a killed bot (its record is with the "
+        "database before the ack, not yet on disk: a power loss, or an OS or PostgreSQL server crash, can lose the "
+        "last moments' deliveries, which Slack does not send again); `power`, a power loss too (each batch of "
+        "admits waits for the disk before its acks)",
     )
     unsupported_run_kinds: Annotated[list[str], NoDecode] = Field(
         default_factory=list,

@@ -34,9 +34,8 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
-    # SQLite's default, said here because the front door relies on it: a commit (a delivery admitted before its
-    # ack) is on disk when it returns, so neither a killed process nor a power loss loses an acked delivery.
-    # NORMAL would skip that fsync (~0.2 ms; one per batch of admits) and could lose the last ones on power loss.
+    # SQLite's default, said here because it is the bot's: a commit is on disk when it returns. The delivery
+    # intake's own connection relaxes it to NORMAL unless FINETUNE_ACK_DURABILITY=power (bot/deliveries/intake.py).
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=30000")

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import select
 
 from bot.deliveries import DeliveryIntake
+from bot.deliveries.rawsql import DeliverySql
 from storage import repos
 from storage.db import SessionFactory, make_engine
 from storage.models import Delivery
@@ -107,3 +108,50 @@ def test_a_value_the_column_types_refuse_fails_its_batch_only(engine: Engine) ->
         intake.close()
     found = stored(engine)
     assert set(found) == {"m"} and found["m"].finished_at == NOW and found["m"].state == "done"
+
+
+def test_a_batch_holding_a_key_seen_before_tells_each_admit_whether_it_was_new(engine: Engine) -> None:
+    sql = DeliverySql(engine.dialect)
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        assert sql.insert(cursor, [row("old")]) == {"old"}  # all new: the one statement's count answers
+        raw.commit()
+        # A retry of "old" in a batch of new ones: the count falls short, nothing is kept, RETURNING says which.
+        assert sql.insert(cursor, [row("new-1"), row("old"), row("new-2"), row("new-1")]) is None
+        raw.rollback()
+        assert set(stored(engine)) == {"old"}
+        assert sql.insert_returning(cursor, [row("new-1"), row("old"), row("new-2")]) == {"new-1", "new-2"}
+        raw.commit()
+    finally:
+        raw.close()
+    assert set(stored(engine)) == {"old", "new-1", "new-2"}
+
+
+def synchronous(engine: Engine, intake: DeliveryIntake) -> str:
+    """The intake connection's commit durability, as the database reports it."""
+    cursor = intake._connection().cursor()
+    try:
+        cursor.execute("PRAGMA synchronous" if engine.dialect.name == "sqlite" else "SHOW synchronous_commit")
+        return str(cursor.fetchone()[0])
+    finally:
+        cursor.close()
+
+
+def test_process_durability_relaxes_only_the_intakes_commits_and_power_keeps_every_commit_on_disk(
+    engine: Engine,
+) -> None:
+    relaxed, strict = ("1", "2") if engine.dialect.name == "sqlite" else ("off", "on")  # SQLite: NORMAL=1, FULL=2
+    for durability, expected in (("process", relaxed), ("power", strict)):
+        intake = DeliveryIntake(engine, durability=durability)
+        try:
+            assert intake.admit(row(durability)) is True
+            assert synchronous(engine, intake) == expected
+        finally:
+            intake.close()
+    # The bot's other connections keep the database's own durability.
+    with engine.connect() as conn:
+        query = "PRAGMA synchronous" if engine.dialect.name == "sqlite" else "SHOW synchronous_commit"
+        assert str(conn.exec_driver_sql(query).scalar()) == strict
+    with pytest.raises(ValueError, match="expected one of process, power"):
+        DeliveryIntake(engine, durability="disk")
