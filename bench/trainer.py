@@ -7,10 +7,12 @@
   arguments the recipe's component passes, compiled by the catalog as `run recipe=NAME` would (optimizer,
   save and eval cadence, retention, eval contract, max length, batch size, logging steps, pins). Only the
   model folder (built here by `trainer.tiny_model` unless `--model` is given) and the output folder differ.
-- `sft_trainer`: a bare TRL script, `SFTTrainer` on `SFTConfig`'s defaults (fused AdamW, no evaluation,
-  a save every 500 steps and one at the end), given only what shapes the batches and the schedule from
-  the recipe (max steps, batch size, max length, learning rate, seed) and what a CPU needs (fp32, no
-  activation checkpointing: TRL's default recomputes activations, which is a memory choice, not overhead).
+- `sft_trainer`: a bare TRL script on the same flags: `SFTTrainer` with the `SFTConfig` that TRL's own parser
+  reads from the recipe's arguments (optimizer, schedule, batch, max length, save, eval and logging steps,
+  fp32, no activation checkpointing; the recipe's flags TRL does not know are left out) and the recipe's
+  evaluation rows (its eval split, `eval_max_samples` of them drawn with `eval_seed`, batches of 8), so it
+  trains, evaluates and saves what the recipe does. What the recipe adds is its own: the eval contract and
+  its hash, pins and digests, lineage, tracking, the checkpoint metadata and retention callbacks.
 - `torch_loop`: a hand-written loop (fused AdamW, linear decay, grad clipping at 1.0, no evaluation or
   checkpoints) on the batches of that `SFTTrainer`'s data loader, collated before the clock starts.
 
@@ -51,14 +53,8 @@ from bench.verdict import NOISE_RATIO, at_least, load  # noqa: E402  (after the 
 
 TARGET = 0.97
 VARIANTS = ("recipe", "sft_trainer", "torch_loop")
-# The recipe's values that shape the batches and the schedule; everything else is SFTConfig's default.
-SHAPE: dict[str, Callable[[str], Any]] = {
-    "max_steps": int,
-    "per_device_train_batch_size": int,
-    "max_length": int,
-    "learning_rate": float,
-    "seed": int,
-}
+# The eval batch size of the recipe's eval procedure (`v1`, trainer/evaluation.py's V1_EVAL_BATCH_SIZE).
+EVAL_BATCH_SIZE = 8
 SHOWN = ("optim", "max_steps", "per_device_train_batch_size", "max_length", "save_steps", "eval_steps", "logging_steps")
 
 
@@ -98,21 +94,34 @@ def run_recipe(argv: list[str], model: Path, out: Path) -> tuple[float, int]:
     return tokens / runtime, tokens
 
 
-def bare_sft_trainer(argv: list[str], model: Path, out: Path) -> Any:
-    """A bare TRL script: `SFTTrainer` on SFTConfig's defaults plus the recipe's batch and schedule shape."""
+def bare_sft_trainer(argv: list[str], model: Path, out: Path, *, evaluate: bool = True) -> Any:
+    """A bare TRL script on the recipe's own flags: `SFTTrainer` with the `SFTConfig` TRL's parser reads from the
+    same arguments (the recipe's flags TRL does not know are left out), and, with `evaluate`, the recipe's
+    evaluation rows (the eval split, `eval_max_samples` of them drawn with `eval_seed`) at its eval steps."""
     from datasets import load_dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, HfArgumentParser
     from trl import SFTConfig, SFTTrainer
 
     flags = flag_values(argv)
-    shape = {name: convert(flags[name]) for name, convert in SHAPE.items()}
-    args = SFTConfig(output_dir=str(out), bf16=False, gradient_checkpointing=False, disable_tqdm=True, **shape)
-    data = Path(flags["dataset_name"]) / f"{flags['dataset_split']}.jsonl"
-    dataset = load_dataset("json", data_files={"train": str(data)}, split="train")
+    parsed = HfArgumentParser((SFTConfig,)).parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
+    args = parsed[0]
+    args.output_dir, args.disable_tqdm, args.report_to = str(out), True, []
+
+    def split(folder: str, name: str) -> Any:
+        return load_dataset("json", data_files={name: str(Path(folder) / f"{name}.jsonl")}, split=name)
+
+    eval_rows = None
+    if evaluate and flags.get("eval_dataset_name"):
+        eval_rows = split(flags["eval_dataset_name"], flags["eval_split"])
+        wanted = int(flags.get("eval_max_samples") or 0)
+        if wanted and wanted < len(eval_rows):
+            eval_rows = eval_rows.shuffle(seed=int(flags["eval_seed"])).select(range(wanted))
+        args.eval_strategy, args.per_device_eval_batch_size = "steps", EVAL_BATCH_SIZE
     return SFTTrainer(
         model=AutoModelForCausalLM.from_pretrained(model, dtype="float32"),
         args=args,
-        train_dataset=dataset,
+        train_dataset=split(flags["dataset_name"], flags["dataset_split"]),
+        eval_dataset=eval_rows,
         processing_class=AutoTokenizer.from_pretrained(model),
     )
 
@@ -133,7 +142,7 @@ def run_torch_loop(argv: list[str], model: Path, out: Path) -> tuple[float, int]
     flags = flag_values(argv)
     steps, lr = int(flags["max_steps"]), float(flags["learning_rate"])
     batches: list[Any] = []
-    loader = bare_sft_trainer(argv, model, out).get_train_dataloader()
+    loader = bare_sft_trainer(argv, model, out, evaluate=False).get_train_dataloader()
     while len(batches) < steps:
         batches.extend(batch for batch, _ in zip(loader, range(steps - len(batches)), strict=False))
     torch.manual_seed(int(flags["seed"]))
