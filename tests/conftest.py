@@ -23,23 +23,6 @@ POSTGRES_ENV = "FINETUNE_TEST_POSTGRES_URL"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-# The folders whose modules take the longest (tens of seconds each: training jobs, torchrun, a Polyaxon stack of
-# their own), handed to the xdist workers first. `--dist loadfile` gives out whole modules in collection order, and
-# alphabetical order left trainer/ for last: one worker ran a long module while the others sat idle. The quick
-# modules now fill the end instead, and the run's order within a folder is unchanged.
-HEAVY_FIRST = ("e2e", "trainer", "local")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Heavy folders first (see HEAVY_FIRST); a stable sort keeps every module's own order."""
-
-    def rank(item: pytest.Item) -> int:
-        parts = Path(str(item.path)).relative_to(Path(__file__).parent).parts
-        return HEAVY_FIRST.index(parts[0]) if parts and parts[0] in HEAVY_FIRST else len(HEAVY_FIRST)
-
-    items.sort(key=rank)
-
-
 def postgres_url() -> str | None:
     """The PostgreSQL URL tests use; in CI its absence is an error, not a skip."""
     url = os.environ.get(POSTGRES_ENV)
