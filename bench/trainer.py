@@ -53,8 +53,6 @@ from bench.verdict import NOISE_RATIO, at_least, load  # noqa: E402  (after the 
 
 TARGET = 0.97
 VARIANTS = ("recipe", "sft_trainer", "torch_loop")
-# The eval batch size of the recipe's eval procedure (`v1`, trainer/evaluation.py's V1_EVAL_BATCH_SIZE).
-EVAL_BATCH_SIZE = 8
 SHOWN = ("optim", "max_steps", "per_device_train_batch_size", "max_length", "save_steps", "eval_steps", "logging_steps")
 
 
@@ -96,31 +94,29 @@ def run_recipe(argv: list[str], model: Path, out: Path) -> tuple[float, int]:
 
 def bare_sft_trainer(argv: list[str], model: Path, out: Path, *, evaluate: bool = True) -> Any:
     """A bare TRL script on the recipe's own flags: `SFTTrainer` with the `SFTConfig` TRL's parser reads from the
-    same arguments (the recipe's flags TRL does not know are left out), and, with `evaluate`, the recipe's
-    evaluation rows (the eval split, `eval_max_samples` of them drawn with `eval_seed`) at its eval steps."""
+    same arguments (the recipe's flags TRL does not know are left out), and, with `evaluate`, the rows the
+    recipe's eval contract selects (the trainer's own reader, so the rows are the same by construction) at its
+    eval steps and eval batch size."""
     from datasets import load_dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, HfArgumentParser
     from trl import SFTConfig, SFTTrainer
 
+    from trainer.config import EvalArguments
+    from trainer.evaluation import V1_EVAL_BATCH_SIZE, contract_from_args
+    from trainer.loading import load_eval_dataset
+
     flags = flag_values(argv)
-    parsed = HfArgumentParser((SFTConfig,)).parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
-    args = parsed[0]
+    parser = HfArgumentParser((SFTConfig, EvalArguments))
+    args, eval_args, _ = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
     args.output_dir, args.disable_tqdm, args.report_to = str(out), True, []
-
-    def split(folder: str, name: str) -> Any:
-        return load_dataset("json", data_files={name: str(Path(folder) / f"{name}.jsonl")}, split=name)
-
-    eval_rows = None
-    if evaluate and flags.get("eval_dataset_name"):
-        eval_rows = split(flags["eval_dataset_name"], flags["eval_split"])
-        wanted = int(flags.get("eval_max_samples") or 0)
-        if wanted and wanted < len(eval_rows):
-            eval_rows = eval_rows.shuffle(seed=int(flags["eval_seed"])).select(range(wanted))
-        args.eval_strategy, args.per_device_eval_batch_size = "steps", EVAL_BATCH_SIZE
+    eval_rows = load_eval_dataset(contract_from_args(eval_args)) if evaluate else None
+    if eval_rows is not None:
+        args.eval_strategy, args.per_device_eval_batch_size = "steps", V1_EVAL_BATCH_SIZE
+    data = Path(flags["dataset_name"]) / f"{flags['dataset_split']}.jsonl"
     return SFTTrainer(
         model=AutoModelForCausalLM.from_pretrained(model, dtype="float32"),
         args=args,
-        train_dataset=split(flags["dataset_name"], flags["dataset_split"]),
+        train_dataset=load_dataset("json", data_files={"train": str(data)}, split="train"),
         eval_dataset=eval_rows,
         processing_class=AutoTokenizer.from_pretrained(model),
     )
