@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bot.catalog.errors import CatalogError
 from bot.catalog.manifests import Preset
 from bot.catalog.policy import duration_s
+from bot.catalog.yamlfile import safe_load
 
 PRICE_PER_GPU_HOUR = "finetune.io/price-per-gpu-hour"
 PRICE_PER_CORE_HOUR = "finetune.io/price-per-core-hour"
@@ -49,7 +50,7 @@ def load_pricing(root: Path, presets: Mapping[str, Preset]) -> Pricing:
     if not path.is_file():
         return Pricing()
     try:
-        pricing = Pricing.model_validate(yaml.safe_load(path.read_text()) or {})
+        pricing = Pricing.model_validate(safe_load(path.read_text()) or {})
     except (yaml.YAMLError, ValidationError) as exc:
         raise CatalogError(PRICING_FILE, "", str(exc).splitlines()[0]) from exc
     unknown = sorted(set(pricing.presets) - set(presets))

@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from bot.catalog.errors import CatalogError
+from bot.catalog.yamlfile import safe_load
 
 Named = TypeVar("Named", bound=BaseModel)
 
@@ -17,7 +18,7 @@ def read_named(path: Path, rel: str, schema: type[Named]) -> Named:
     """`path` parsed by `schema`; a CatalogError naming the file and field when it is not valid YAML, does not fit
     the schema, or its `name` is not the file's name."""
     try:
-        spec = schema.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        spec = schema.model_validate(safe_load(path.read_text(encoding="utf-8")))
     except yaml.YAMLError as exc:
         raise CatalogError(rel, "(file)", f"not valid YAML: {exc}") from exc
     except ValidationError as exc:

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bot.catalog.digests import content_digest
 from bot.catalog.errors import CatalogError, PlanError
 from bot.catalog.files import read_named
+from bot.catalog.yamlfile import safe_load
 from bot.grammar import closest, did_you_mean
 
 HARNESS_PROCEDURE = "lm-eval-v1"
@@ -141,7 +142,7 @@ def load_tasks(root: Path) -> dict[str, HarnessTask]:
 def _load_task(path: Path, rel: str) -> HarnessTask:
     folder = path.parent
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         # lm-eval's `!function` tag lands here too: code outside the pinned folder is not allowed.
         raise CatalogError(rel, "(file)", f"not plain YAML (a task here may not use !function): {exc}") from exc

@@ -21,6 +21,7 @@ from bot.catalog.manifests import PINNED_INPUTS, PRESET_PARAMS, Component, Input
 from bot.catalog.overrides import OverrideSpec, parse_override_type
 from bot.catalog.presets import parse_preset
 from bot.catalog.rewards import RewardFunction, load_rewards
+from bot.catalog.yamlfile import safe_load
 from bot.grammar import closest, did_you_mean, is_cluster_key
 
 
@@ -67,7 +68,7 @@ def load_manifests(root: Path) -> Manifests:
 
 def _read_yaml(path: Path, rel: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise CatalogError(rel, "(file)", f"not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
@@ -112,7 +113,7 @@ def _load_component(path: Path, rel: str) -> Component:
 def _check_axolotl_pins(rel: str, spec: RecipeFile, text: str) -> None:
     """The Axolotl config must train the model (and revision) the recipe pins."""
     try:
-        config = yaml.safe_load(text)
+        config = safe_load(text)
     except yaml.YAMLError as exc:
         raise CatalogError(rel, "axolotl_config", f"not valid YAML: {exc}") from exc
     if not isinstance(config, dict):

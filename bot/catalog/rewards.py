@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from bot.catalog.errors import CatalogError, PlanError
+from bot.catalog.yamlfile import safe_load
 from bot.grammar import closest, did_you_mean
 
 REWARDS_FILE = "rewards.yaml"
@@ -33,7 +34,7 @@ def load_rewards(root: Path) -> dict[str, RewardFunction]:
     if not path.is_file():
         return {}
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise CatalogError(REWARDS_FILE, "(file)", f"not valid YAML: {exc}") from exc
     if not isinstance(data, dict):

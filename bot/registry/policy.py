@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from bot.catalog.yamlfile import safe_load
 from bot.slack.blocks import escape, mention
 
 
@@ -106,7 +107,7 @@ def load_criteria(criteria_dir: Path, model: str) -> Criteria:
     """The model's own criteria file, else `default.yaml` (its registration criteria)."""
     path = criteria_path(criteria_dir, model)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = safe_load(path.read_text())
         return Criteria.model_validate({**(raw or {}), "source": path.name})
     except (yaml.YAMLError, ValidationError) as exc:
         raise CriteriaError(f"{path}: {exc}") from exc

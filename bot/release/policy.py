@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from bot.catalog.yamlfile import safe_load
 from bot.registry.policy import CriteriaError, CriterionResult, Threshold, criteria_path
 from bot.slack.blocks import escape
 
@@ -53,7 +54,7 @@ def load_promotion_rules(criteria_dir: Path, model: str) -> PromotionRules:
     """The model's criteria file's `promotion:` section (or the defaults when it has none)."""
     path = criteria_path(criteria_dir, model)
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = safe_load(path.read_text()) or {}
         version = raw.get("version", "?")
         return PromotionRules.model_validate({**(raw.get("promotion") or {}), "source": f"{path.name}@{version}"})
     except (OSError, yaml.YAMLError, ValidationError, AttributeError) as exc:
