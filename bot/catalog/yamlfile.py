@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def safe_load(text: str) -> Any:
     """The document in `text` as plain Python (`yaml.safe_load`'s types); raises yaml.YAMLError when it is not YAML."""
-    return yaml.load(text, Loader=_LOADER)
+    return yaml.load(text, Loader=LOADER)

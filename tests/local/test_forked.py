@@ -89,6 +89,25 @@ def test_a_forked_job_has_its_own_session_env_folder_argv_and_streams(forks: For
     assert second == "to stderr"  # one pipe for both streams
 
 
+def test_a_forked_job_collects_only_its_own_objects(forks: ForkServers, tmp_path: Path) -> None:
+    # The preloaded modules' objects are frozen before the fork (a full collection in the job skips them); the
+    # job's own garbage, a cycle here, is still collected.
+    code = (
+        "import gc, json, sys; "
+        "frozen = gc.get_freeze_count(); "
+        "ns = sys.modules['json'].__dict__; "
+        "preloaded = gc.is_tracked(ns) and not any(o is ns for o in gc.get_objects()); "
+        "a = []; a.append(a); del a; "
+        "print(json.dumps([frozen, preloaded, gc.collect()]))"
+    )
+    proc = fork(forks, ["python", "-c", code], job_env(tmp_path), tmp_path)
+    text = output(proc)
+    assert proc.wait(timeout=30) == 0, text
+    frozen, preloaded_frozen, collected = json.loads(text)
+    assert frozen > 1000 and preloaded_frozen, text
+    assert collected >= 1, text
+
+
 def test_a_module_job_runs_as_main_with_exit_codes_tracebacks_and_atexit(forks: ForkServers, tmp_path: Path) -> None:
     cwd = tmp_path / "work"
     cwd.mkdir()
