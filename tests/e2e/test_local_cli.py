@@ -209,11 +209,19 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float) -> bool:
     return predicate()
 
 
+# What a terminal gives the program it runs in the foreground: SIGINT at its default. A suite started as a background
+# job (`pytest ... &` in a script) runs with SIGINT ignored, which every child inherits through exec, and Python
+# then installs no KeyboardInterrupt: Ctrl-C would reach nothing. The child execs `local` itself, keeping its pid.
+AS_FOREGROUND = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
 def start_interactive(tmp_path: Path, store: Path) -> tuple[subprocess.Popen[str], list[str]]:
     """`finetune-bot local` with its stdin held open (a person not typing yet), once it says it is ready."""
     exe = Path(sys.executable).with_name("finetune-bot")
     proc = subprocess.Popen(
-        [str(exe), "local", "--store", str(store)],
+        [sys.executable, "-c", AS_FOREGROUND, str(exe), "local", "--store", str(store)],
         cwd=tmp_path,
         env=local_env(tmp_path),
         stdin=subprocess.PIPE,
