@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from bot.runs.pictures import render_png
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 Points = list[tuple[int, float]]
 
@@ -14,29 +19,24 @@ def plot_histories(
     """One panel per metric with a line per run (`histories[run name][metric]`); None when nothing was plotted."""
     if not any(by_metric.get(metric) for by_metric in histories.values() for metric in metrics):
         return None  # nothing to draw: no figure at all
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def draw(fig: Figure) -> bool:
+        axes = fig.subplots(1, len(metrics), squeeze=False)[0]
+        plotted = False
+        for ax, metric in zip(axes, metrics, strict=True):
+            drawn = False
+            for run_name, by_metric in histories.items():
+                points = by_metric.get(metric) or []
+                if points:
+                    ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=run_name)
+                    drawn = True
+            ax.set_title(metric)
+            ax.set_xlabel("step")
+            if drawn:  # a legend of an empty panel is only matplotlib's warning
+                ax.legend(fontsize="small")
+            plotted = plotted or drawn
+        if exploratory:
+            fig.suptitle("EXPLORATORY — different eval contracts", color="red")
+        return plotted
 
-    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 3.5))
-    plotted = False
-    for ax, metric in zip(axes if len(metrics) > 1 else [axes], metrics, strict=True):
-        drawn = False
-        for run_name, by_metric in histories.items():
-            points = by_metric.get(metric) or []
-            if points:
-                ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=run_name)
-                drawn = True
-        ax.set_title(metric)
-        ax.set_xlabel("step")
-        if drawn:  # a legend of an empty panel is only matplotlib's warning
-            ax.legend(fontsize="small")
-        plotted = plotted or drawn
-    if exploratory:
-        fig.suptitle("EXPLORATORY — different eval contracts", color="red")
-    buffer = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buffer, format="png", dpi=100)
-    plt.close(fig)
-    return buffer.getvalue() if plotted else None
+    return render_png((5 * len(metrics), 3.5), draw)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from bot.runs.pictures import render_png
 from bot.sweeps.board import TrialRow
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def plot_space(rows: Sequence[TrialRow], space: Sequence[dict[str, Any]], metric: str) -> bytes | None:
@@ -14,33 +17,28 @@ def plot_space(rows: Sequence[TrialRow], space: Sequence[dict[str, Any]], metric
     final = [row for row in rows if row.final and row.metric is not None]
     if not final:
         return None
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def draw(fig: Figure) -> bool:
+        axes = fig.subplots(1, len(space), squeeze=False)
+        for ax, axis in zip(axes[0], space, strict=True):
+            key = str(axis["key"])
+            numeric = all(isinstance(row.values.get(key), int | float) for row in final)
+            xs: list[Any] = [row.values.get(key) for row in final]
+            if not numeric:
+                labels = sorted({str(x) for x in xs})
+                xs = [labels.index(str(x)) for x in xs]
+                ax.set_xticks(range(len(labels)), labels)
+            ys = [row.metric for row in final]
+            ax.scatter(xs, ys, color="tab:blue")
+            for x, row in zip(xs, final, strict=True):
+                if row.rank == 1:
+                    ax.scatter([x], [row.metric], color="tab:orange", s=120, marker="*", label=f"best: {row.name}")
+            if numeric and axis.get("kind") == "loguniform":
+                ax.set_xscale("log")
+            ax.set_xlabel(key)
+            ax.set_ylabel(metric)
+            ax.set_title(f"{metric} vs {key}")
+            ax.legend(fontsize="small")
+        return True
 
-    fig, axes = plt.subplots(1, len(space), figsize=(4.5 * len(space), 3.5), squeeze=False)
-    for ax, axis in zip(axes[0], space, strict=True):
-        key = str(axis["key"])
-        numeric = all(isinstance(row.values.get(key), int | float) for row in final)
-        xs: list[Any] = [row.values.get(key) for row in final]
-        if not numeric:
-            labels = sorted({str(x) for x in xs})
-            xs = [labels.index(str(x)) for x in xs]
-            ax.set_xticks(range(len(labels)), labels)
-        ys = [row.metric for row in final]
-        ax.scatter(xs, ys, color="tab:blue")
-        for x, row in zip(xs, final, strict=True):
-            if row.rank == 1:
-                ax.scatter([x], [row.metric], color="tab:orange", s=120, marker="*", label=f"best: {row.name}")
-        if numeric and axis.get("kind") == "loguniform":
-            ax.set_xscale("log")
-        ax.set_xlabel(key)
-        ax.set_ylabel(metric)
-        ax.set_title(f"{metric} vs {key}")
-        ax.legend(fontsize="small")
-    buffer = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buffer, format="png", dpi=100)
-    plt.close(fig)
-    return buffer.getvalue()
+    return render_png((4.5 * len(space), 3.5), draw)
