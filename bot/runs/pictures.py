@@ -21,14 +21,13 @@ if TYPE_CHECKING:
 _DRAWING = threading.Lock()
 
 
-def render_png(size: tuple[float, float], draw: Callable[[Figure], bool]) -> bytes | None:
-    """`draw(figure)` on a fresh figure of `size` inches, as a PNG at 100 dpi; None when `draw` says it drew nothing."""
+def render_png(size: tuple[float, float], draw: Callable[[Figure], None]) -> bytes:
+    """`draw(figure)` on a fresh figure of `size` inches, as a PNG at 100 dpi."""
     from matplotlib.figure import Figure
 
     with _DRAWING:
         figure = Figure(figsize=size)
-        if not draw(figure):
-            return None
+        draw(figure)
         figure.tight_layout()
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=100)

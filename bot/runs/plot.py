@@ -20,11 +20,10 @@ def plot_histories(
     if not any(by_metric.get(metric) for by_metric in histories.values() for metric in metrics):
         return None  # nothing to draw: no figure at all
 
-    def draw(fig: Figure) -> bool:
+    def draw(fig: Figure) -> None:
         axes = fig.subplots(1, len(metrics), squeeze=False)[0]
-        plotted = False
         for ax, metric in zip(axes, metrics, strict=True):
-            drawn = False
+            drawn = False  # a panel may still be empty: another metric has the points
             for run_name, by_metric in histories.items():
                 points = by_metric.get(metric) or []
                 if points:
@@ -34,9 +33,7 @@ def plot_histories(
             ax.set_xlabel("step")
             if drawn:  # a legend of an empty panel is only matplotlib's warning
                 ax.legend(fontsize="small")
-            plotted = plotted or drawn
         if exploratory:
             fig.suptitle("EXPLORATORY — different eval contracts", color="red")
-        return plotted
 
     return render_png((5 * len(metrics), 3.5), draw)

@@ -18,7 +18,7 @@ def plot_space(rows: Sequence[TrialRow], space: Sequence[dict[str, Any]], metric
     if not final:
         return None
 
-    def draw(fig: Figure) -> bool:
+    def draw(fig: Figure) -> None:
         axes = fig.subplots(1, len(space), squeeze=False)
         for ax, axis in zip(axes[0], space, strict=True):
             key = str(axis["key"])
@@ -39,6 +39,5 @@ def plot_space(rows: Sequence[TrialRow], space: Sequence[dict[str, Any]], metric
             ax.set_ylabel(metric)
             ax.set_title(f"{metric} vs {key}")
             ax.legend(fontsize="small")
-        return True
 
     return render_png((4.5 * len(space), 3.5), draw)
