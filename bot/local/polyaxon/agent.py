@@ -120,14 +120,13 @@ def build_agent(settings: AgentSettings) -> Any:
             assert isinstance(self.executor, LocalProcessExecutor)
             self.local: LocalProcessExecutor = self.executor
 
-        def cron(self) -> Any:
-            # The sandbox server runs the same cron itself; a failed call (spurious 405) must not
-            # take the loop down.
-            try:
-                return super().cron()
-            except Exception as exc:
-                _log.info("agent cron call failed (the server runs its own): %r", exc)
-                return None
+        def cron(self) -> None:
+            # Polyaxon's loop calls the server's cron before every state read (every <= 3 s here). The sandbox
+            # server already runs that cron itself every 2 s (haupt's `agent_cron` thread: heartbeats, stats,
+            # deletions), so the agent's call only did the same work again: ~1.4 % of a core of server CPU per
+            # idle stack, measured with /proc on an idle stack for 60 s (4.3 % with it, 2.9 % without). Deleted
+            # runs are still confirmed: the state read the agent makes next confirms them too.
+            return None
 
         def submit_run(self, run_data: Any) -> None:
             owner, project, uuid = _run_info(run_data[0])
