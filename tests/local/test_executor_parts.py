@@ -83,3 +83,25 @@ def test_a_recorded_group_is_killed_only_if_its_pid_was_not_reused() -> None:
         proc.kill()
         proc.wait()
     assert start_ticks(proc.pid) is None
+
+
+def test_the_polyaxon_shim_answers_fswatch_and_runs_polyaxons_cli_for_everything_else(tmp_path: Path) -> None:
+    shims, context = tmp_path / "shims", tmp_path / "context"
+    (context / "artifacts").mkdir(parents=True)
+    write_shims(shims, sys.executable)
+    env = {"PATH": f"{shims}{os.pathsep}/usr/bin:/bin", "POLYAXON_CONTEXT_ROOT": str(context), "HOME": str(tmp_path)}
+    init = {**env, "POLYAXON_SERVICE": "init", "POLYAXON_NO_CONFIG": "true"}
+    # What the auto-resume init step runs after copying a run's earlier files: nothing here reads its list.
+    fswatch = subprocess.run(
+        ["polyaxon", "initializer", "fswatch", f"--path={context / 'artifacts' / 'run'}"],
+        env=init,
+        capture_output=True,
+        text=True,
+    )
+    assert fswatch.returncode == 0, fswatch.stderr
+    assert list((context / "artifacts").iterdir()) == []  # no `.fs` written
+    # Any other call is Polyaxon's CLI with its arguments and exit status.
+    listed = subprocess.run(["polyaxon", "initializer", "--help"], env=init, capture_output=True, text=True)
+    assert listed.returncode == 0 and "fswatch" in listed.stdout and "Usage: polyaxon initializer" in listed.stdout
+    unknown = subprocess.run(["polyaxon", "no-such-command"], env=init, capture_output=True, text=True)
+    assert unknown.returncode == 2 and "No such command 'no-such-command'" in unknown.stderr, unknown.stderr
