@@ -71,6 +71,10 @@ class BackgroundItems:
 
     def batch(self, kind: str, keys: Sequence[str] | None = None) -> Batch:
         """The pass `kind`, with its failing items read in one query (only `keys`, when given)."""
+        if keys is not None and not keys:
+            # Most passes of an idle tick find no item: nothing to read (10 of an idle tick's 25 statements were
+            # these reads, each `... IN ()`).
+            return Batch(self, kind, {})
         with self.sessions() as s:
             rows = repos.item_failures(s, kind=kind, keys=keys)
         return Batch(self, kind, rows)

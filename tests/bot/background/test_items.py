@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from bot.background import BackgroundItems, BackgroundItemsCollector, ItemState, RetryPolicy, item_state
 from storage import repos
@@ -128,3 +130,24 @@ def test_telling_that_fails_too_still_parks(sessions: SessionFactory) -> None:
     items.attempt("digest", "C0GONE", lambda: 1 / 0, tell=tell)
     [row] = items.failures()
     assert row.parked_at is not None and row.told_at is None
+
+
+def test_a_pass_that_found_no_items_reads_nothing_and_one_that_did_reads_its_failures(
+    sessions: SessionFactory, engine: Engine
+) -> None:
+    items = BackgroundItems(sessions=sessions, clock=Clock())
+    assert items.attempt("webhook_event", "9", lambda: 1 / 0).error is not None  # one failing item on record
+    statements: list[str] = []
+
+    def count(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        empty = items.batch("webhook_event", [])
+        assert statements == [] and empty.rows == {}  # most passes of an idle tick find no items: no `IN ()` read
+        found = items.batch("webhook_event", ["9", "10"])
+        assert len(statements) == 1
+        assert (found.state("9"), found.state("10")) == (ItemState.WAITING, ItemState.DUE)
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
