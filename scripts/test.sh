@@ -41,7 +41,7 @@ echo "== pytest"
 # worker). The end-to-end tests mostly wait (on Polyaxon, the agent, the trainer's start, the watcher's tick), so
 # three workers on 2 cores overlap those waits: 603 s of pytest against 702 s with two on one 2-core run (fresh
 # clones since: 583-622 s; 562-702 s once the catalog read YAML with libyaml and fork servers froze their objects,
-# the slower runs while the machine ran the same training job up to ~25 % slower; 618 s, then 536 and 552 s once
+# the slower runs while the machine ran the same training job up to ~25 % slower; 618 s, then 536, 552 and 536 s once
 # the local agent left the cron to the server and jobs no longer started Polyaxon's CLI for `fswatch`),
 # the cores then ~90 % busy (4 workers timed tests out); a module stays on one worker. PYTEST_WORKERS=0 runs in
 # one process. The slowest 25 are printed so the suite's time can be watched.
