@@ -93,13 +93,17 @@ def react(
     return sent
 
 
-def status_of(bot: LiveBot, request: ApprovalRequest, statuses: set[str], timeout: float = 60) -> ApprovalRequest:
-    """Wait until the request reaches one of `statuses`."""
+def status_of(
+    bot: LiveBot, request: ApprovalRequest, statuses: set[str], timeout: float = 60, *, with_error: bool = False
+) -> ApprovalRequest:
+    """Wait until the request reaches one of `statuses` (and, `with_error`, holds the reason an attempt failed)."""
 
     def check() -> ApprovalRequest | None:
         with bot.runtime.services.sessions() as s:
             fresh = repos.get_approval_request(s, request_id=request.id or 0)
-        return fresh if fresh is not None and fresh.status in statuses else None
+        if fresh is None or fresh.status not in statuses or (with_error and not fresh.error):
+            return None
+        return fresh
 
     return wait_for(check, timeout=timeout, interval=0.2)
 

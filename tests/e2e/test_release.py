@@ -308,13 +308,6 @@ def test_a_failing_serving_check_blocks_the_request_with_its_evidence(
     assert stage(live_bot, "tiny-chat-strict", version) == "testing"
 
 
-def approved_with_error(bot: LiveBot, request: ApprovalRequest) -> ApprovalRequest | None:
-    """The request once it is back at `approved` with the reason its carrying out failed, else None."""
-    with bot.runtime.services.sessions() as s:
-        fresh = repos.get_approval_request(s, request_id=request.id or 0)
-    return fresh if fresh is not None and fresh.status == "approved" and fresh.error else None
-
-
 def test_polyaxon_down_at_quorum_then_a_withdrawn_approval_then_a_stage_moved_outside_the_bot(
     live_bot: LiveBot, version_run: Run
 ) -> None:
@@ -333,11 +326,11 @@ def test_polyaxon_down_at_quorum_then_a_withdrawn_approval_then_a_stage_moved_ou
     try:
         react(live_bot, BOB, request.message_ts or "")
         # `approved` with the reason: the quorum makes it `approved` (no error yet) before the attempt that fails.
-        pending = wait_for(lambda: approved_with_error(live_bot, request), timeout=60, interval=0.2)
+        pending = status_of(live_bot, request, {"approved"}, timeout=60, with_error=True)
         assert wait_for(lambda: "Polyaxon did not take the stage" in thread_text(live_bot, version_run))
     finally:
         registry.gateway = real
-    assert pending is not None and pending.error
+    assert pending.error
     status_of(live_bot, request, {"promoted"}, timeout=60)
     assert stage(live_bot, "tiny-chat-ops", version) == "staging"
     assert thread_text(live_bot, version_run).count("Polyaxon did not take the stage") == 1
