@@ -48,6 +48,9 @@ def main(log_level: str) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Alembic announces every plugin at INFO; keep its migration lines only when debugging.
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    # APScheduler's executor writes two INFO lines for every run of every interval job (the watcher's, the
+    # deliveries', …: hundreds a minute); a job that fails is still logged, at ERROR.
+    logging.getLogger("apscheduler.executors.default").setLevel(logging.WARNING)
 
 
 @main.command()
@@ -62,6 +65,7 @@ def serve(host: str | None, port: int | None) -> None:
         # glibc reads its thread cache's size only at start: the same command again, with it (same pid).
         os.execve(sys.executable, sys.orig_argv, environment)
     from bot.app import build_runtime
+    from bot.logwriter import logs_written_off_thread
     from bot.web import run_serve
 
     # Before any thread starts (the runtime starts the intake writer and the scheduler): arenas are per thread.
@@ -72,12 +76,16 @@ def serve(host: str | None, port: int | None) -> None:
         settings.require_slack()
     except SettingsError as exc:
         raise click.ClickException(str(exc)) from exc
-    runtime = build_runtime(settings)
-    runtime.start()
-    try:
-        run_serve(settings, runtime.services, host or settings.http.host, port or settings.http.port, app=runtime.app)
-    finally:
-        runtime.stop()
+    # Request threads hand their lines to a writer thread (bot/logwriter.py): a write never holds up an ack.
+    with logs_written_off_thread():
+        runtime = build_runtime(settings)
+        runtime.start()
+        try:
+            run_serve(
+                settings, runtime.services, host or settings.http.host, port or settings.http.port, app=runtime.app
+            )
+        finally:
+            runtime.stop()
 
 
 @main.command()

@@ -191,6 +191,12 @@ class FinetuneSettings(BaseSettings):
         "last moments' deliveries, which Slack does not send again); `power`, a power loss too (each batch of "
         "admits waits for the disk before its acks)",
     )
+    access_log: bool = Field(
+        default=False,
+        description="Log one INFO line for every Slack request answered (kind, status, ack time); refusals are "
+        "logged at WARNING either way. Off: answered requests are logged at DEBUG, and counted and timed in "
+        "/metrics; each delivery's work still logs its own line after the ack",
+    )
     unsupported_run_kinds: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Polyaxon run kinds this deployment cannot execute, comma-separated (`pytorchjob` where no "

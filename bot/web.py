@@ -23,7 +23,7 @@ from waitress import wasyncore
 from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
 from bot.app import build_app
-from bot.frontdoor import MAX_BODY_BYTES, FrontDoor
+from bot.frontdoor import MAX_BODY_BYTES, Answer, FrontDoor
 from bot.services import Services
 from bot.settings import Settings
 
@@ -47,9 +47,12 @@ SERVER_BODY_CEILING = 8 * MAX_BODY_BYTES
 class BotWsgiApp:
     """Routes `POST /slack/events` through the front door to Bolt, and serves `/healthz`, `/metrics`."""
 
-    def __init__(self, app: App | None, services: Services, signing_secret: str | None = None) -> None:
+    def __init__(
+        self, app: App | None, services: Services, signing_secret: str | None = None, *, access_log: bool = False
+    ) -> None:
         self.door = FrontDoor(app, services, signing_secret=signing_secret) if app is not None else None
         self.services = services
+        self.access_log = access_log  # FINETUNE_ACCESS_LOG: answered requests at INFO (`log_answer`)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         """The WSGI entry point."""
@@ -77,9 +80,7 @@ class BotWsgiApp:
             self.services.acks.leave()
         elapsed = time.perf_counter() - started
         self.services.metrics.observe_ack(answer.kind, answer.status, elapsed)
-        # One line a request: kind, status, timing and, when refused, why; never the body or a header's value.
-        log = logger.warning if answer.refused is not None else logger.info
-        log("slack %s answered %d in %.1f ms%s", answer.kind, answer.status, elapsed * 1e3, answer.log_suffix())
+        log_answer(answer, elapsed, access_log=self.access_log)
         status, headers, body = answer.wsgi()
         start_response(status, headers)
         return body
@@ -165,9 +166,10 @@ class HttpServer:
 class MeteredSocketModeHandler(SocketModeHandler):
     """Bolt's Socket Mode handler (builtin client) behind the front door, timing each envelope from receipt to ack."""
 
-    def __init__(self, app: App, app_token: str, services: Services) -> None:
+    def __init__(self, app: App, app_token: str, services: Services, *, access_log: bool = False) -> None:
         super().__init__(app, app_token=app_token, concurrency=HTTP_THREADS)
         self.services = services
+        self.access_log = access_log
         self.door = FrontDoor(app, services, signing_secret=None)
 
     def handle(self, client: SocketModeClient, req: SocketModeRequest) -> None:  # type: ignore[override]
@@ -185,10 +187,24 @@ class MeteredSocketModeHandler(SocketModeHandler):
             self.services.acks.leave()
         elapsed = time.perf_counter() - started
         self.services.metrics.observe_ack(answer.kind, answer.status, elapsed)
-        log = logger.warning if answer.refused is not None else logger.info
-        log(
-            "slack %s (socket mode) answered %d in %.1f ms%s",
+        log_answer(answer, elapsed, access_log=self.access_log, via=" (socket mode)")
+
+
+def log_answer(answer: Answer, elapsed: float, *, access_log: bool, via: str = "") -> None:
+    """The request's one line: kind, status, timing and, when refused, why; never the body or a header's value.
+
+    A refusal at WARNING; an answered request at INFO with FINETUNE_ACCESS_LOG, else at DEBUG. Written for every
+    request of a burst, the INFO line cost acks more than anything else left on their path (bot/logwriter.py);
+    /metrics counts and times every answer either way, and each delivery's work logs its own line after the ack.
+    """
+    answered = logging.INFO if access_log else logging.DEBUG
+    level = logging.WARNING if answer.refused is not None else answered
+    if logger.isEnabledFor(level):
+        logger.log(
+            level,
+            "slack %s%s answered %d in %.1f ms%s",
             answer.kind,
+            via,
             answer.status,
             elapsed * 1e3,
             answer.log_suffix(),
@@ -210,7 +226,8 @@ def build_http_server(
 ) -> HttpServer:
     """The HTTP server of `serve` (pass `app=None` for only /healthz and /metrics, as in Socket Mode)."""
     secret = settings.slack.signing_secret.get_secret_value() if settings.slack.signing_secret is not None else None
-    return HttpServer(BotWsgiApp(app, services, signing_secret=secret), host, port)
+    wsgi = BotWsgiApp(app, services, signing_secret=secret, access_log=settings.finetune.access_log)
+    return HttpServer(wsgi, host, port)
 
 
 def run_serve(settings: Settings, services: Services, host: str, port: int, app: App | None = None) -> None:
@@ -221,7 +238,9 @@ def run_serve(settings: Settings, services: Services, host: str, port: int, app:
     stop = threading.Event()
     if settings.slack.socket_mode:
         assert settings.slack.app_token is not None
-        handler = MeteredSocketModeHandler(app, settings.slack.app_token.get_secret_value(), services)
+        handler = MeteredSocketModeHandler(
+            app, settings.slack.app_token.get_secret_value(), services, access_log=settings.finetune.access_log
+        )
         http = build_http_server(settings, services, host, port, app=None).start()
         handler.connect()
         logger.info("serving Slack over Socket Mode; /healthz and /metrics on %s", http.url)

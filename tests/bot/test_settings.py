@@ -72,6 +72,7 @@ def test_defaults(clean_env: pytest.MonkeyPatch) -> None:
     assert s.finetune.watch_lease_ttl == 30.0
     assert not s.slack.socket_mode
     assert s.finetune.release_webhook_url is None and s.finetune.release_webhook_secret is None
+    assert s.finetune.access_log is False
 
 
 @pytest.mark.parametrize(
@@ -95,6 +96,7 @@ def test_defaults(clean_env: pytest.MonkeyPatch) -> None:
         ("FINETUNE_POLYAXON_PROJECT", "My Project", "FINETUNE_POLYAXON_PROJECT: expected a slug"),
         ("FINETUNE_RELEASE_WEBHOOK_URL", "deploy.example.com/hook", "FINETUNE_RELEASE_WEBHOOK_URL: expected an http"),
         ("FINETUNE_RELEASE_WEBHOOK_URL", "https://deploy.example.com/h", "FINETUNE_RELEASE_WEBHOOK_SECRET: required"),
+        ("FINETUNE_ACCESS_LOG", "sometimes", "FINETUNE_ACCESS_LOG: Input should be a valid boolean"),
     ],
     ids=lambda v: str(v)[:30],
 )
@@ -140,3 +142,9 @@ def test_unsupported_run_kinds_are_read_lower_cased_and_checked(clean_env: pytes
     clean_env.setenv("FINETUNE_UNSUPPORTED_RUN_KINDS", "pytorchjob,tf job")
     with pytest.raises(ValidationError, match="expected Polyaxon run kinds such as pytorchjob,mpijob, got tf job"):
         FinetuneSettings()
+
+
+def test_the_access_log_is_off_unless_asked_for(clean_env: pytest.MonkeyPatch) -> None:
+    assert load_settings().finetune.access_log is False
+    clean_env.setenv("FINETUNE_ACCESS_LOG", "true")
+    assert load_settings().finetune.access_log is True
