@@ -1,12 +1,14 @@
 """Ack latency under bursts of `/finetune help` and `/finetune run`: this app vs a bare Bolt app that only acks.
 
-    .venv/bin/python -m bench.ack [--burst 100] [--run-burst 40] [--rounds 6] [--standing 20] [--watch-interval 2]
+    .venv/bin/python -m bench.ack [--burst 100] [--run-burst 40] [--rounds 20] [--standing 20] [--watch-interval 2]
                                   [--database sqlite|postgres]
 
 finetune-bot is `finetune-bot serve` itself (`python -m bot.cli serve`, HTTP on waitress, its INFO logging to a
 file, its runtime: Polyaxon gateway, watcher and scheduler in the serving process), on a SQLite file and a
 local Polyaxon server that the bench starts (`LocalPolyaxonStack`) with no agent: a submitted run is compiled
-and stays `queued`, nothing trains. The bare app is Bolt behind the same waitress server, and only acks.
+and stays `queued`, nothing trains. The bare app is Bolt behind the same waitress server, and only acks. The
+control is a second bare app, in a process of its own, measured in the same rounds: what the bench reports for
+two identical apps (bench/ack_report.py).
 This process plays Slack's Web API (the stand-in, which receives the bot's replies, cards and thread posts);
 a process of its own (bench/ack_client.py) fires each burst of signed commands at once and times the acks,
 so serve's replies to the stand-in never share an interpreter lock with the timing.
@@ -23,16 +25,24 @@ watcher (every `--watch-interval` s instead of serve's 10 s, so that its ticks o
 has runs to poll. After each `run` burst of finetune-bot the bench waits for its replies, reports the burst's
 runs `stopped` to Polyaxon (as the agent does after a stop; again if the first write did not hold) and waits
 (at most 30 s) until the watcher has told every one, so the next burst meets the same standing set and no
-backlog; a run still untold then is counted and left out of later waits. Each round sends one burst pair per
-kind, in ABBA order (the app first in even rounds, second in odd ones) to cancel drift in the machine's
-background load. The first run builds sft-tiny's tiny Llama if missing. Default: about 3-4 min on 2 cores.
+backlog; a run still untold then is counted and left out of later waits. After every burst of finetune-bot
+(help or run) the bench then waits until serve is idle (under 10 % of a core over 0.2 s, at most 15 s), so
+that no burst meets work left from the one before (the bare app leaves none); it prints how long that took (in
+the first run with it, 0.2 s median and 0.4 s at most: there was little left). Each round sends one burst per app
+and kind, the apps in an order that rotates and reverses from round to round (`order`: over six rounds each
+app takes each place twice) to cancel drift in the machine's background load. The first run builds sft-tiny's
+tiny Llama if missing. Default (20 rounds): about 15 min on 2 cores.
 
-Prints, per kind: p50/p95/p99 per app, each burst pair's p99 ratio (finetune-bot / bare) with the median
-and min-max, the pooled p99 ratio, and the acks over 3 s; finetune-bot's own ack timing from serve's log;
+Prints, per kind: p50/p95/p99 per app, each round's p50 and p99 ratios (finetune-bot / bare) with the median
+and its interval, the control's (the second bare app over the bare app), and the acks over 3 s; finetune-bot's
+own ack timing from its /metrics;
 whether every command was answered and every run planned; serve's warnings and errors.
 `--database postgres` runs serve on a fresh schema of FINETUNE_TEST_POSTGRES_URL instead of a SQLite file.
-Targets, per burst pair: p50 ratio <= 1.2 and p99 ratio <= 1.3, and no ack over 3 s; each is `met` only when
-every pair is within it, `inconclusive` when the spread straddles it. The machine's load is printed before and
+Targets, per round: p50 ratio <= 1.2 and p99 ratio <= 1.3, and no ack over 3 s. A ratio's verdict reads the
+interval that holds its median with 95 % confidence (bench.verdict.median_interval: at 20 rounds the 6th to
+the 15th of the sorted ratios, at 12 the 3rd to the 10th; up to 8 rounds their min-max): `met` when it lies
+within the target, `inconclusive` when it straddles it, and `inconclusive` whatever it is when the control's
+interval does not hold 1.0 (the bench told identical apps apart). The machine's load is printed before and
 after (exit status 0 when all are met and nothing was lost).
 """
 
@@ -52,7 +62,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.ack_report import TARGETS, Results, percentile, print_latencies, print_ratios
+from bench.ack_report import TARGETS, Results, print_latencies, print_ratios
 from bench.ack_stack import RECIPE, REPO, SIGNING_SECRET, FullBot, build_recipe_assets, serve_bare, start_bare
 from bench.verdict import load
 
@@ -109,19 +119,26 @@ class Bench:
     """Drives the bursts; finetune-bot's replies are counted as they are awaited."""
 
     def __init__(
-        self, args: argparse.Namespace, standin: SlackStandIn, bot: FullBot, bare_url: str, client: BurstClient
+        self,
+        args: argparse.Namespace,
+        standin: SlackStandIn,
+        bot: FullBot,
+        bare_urls: dict[str, str],
+        client: BurstClient,
     ) -> None:
         self.args = args
         self.standin = standin
         self.client = client
         self.bot = bot
-        self.urls = {"full": bot.url, "bare": bare_url}
+        self.urls = {"full": bot.url, **bare_urls}
         self.seeds: Iterator[int] = itertools.count()
         self.expected = 0
         self.standing: set[str] = set()
         # Runs the bot still held active after the wait (a transition it missed): left out of later waits.
         self.stuck: set[str] = set()
         self.settle_s: list[float] = []
+        # After each of finetune-bot's bursts: how long until serve was idle again (`FullBot.wait_quiet`).
+        self.quiet_s: list[float] = []
 
     def texts(self, kind: str, size: int) -> list[str]:
         """A burst's command texts: `help`, or runs that differ by seed."""
@@ -137,6 +154,7 @@ class Bench:
             _wait_replies(self.standin, self.expected, timeout=30 + (2.0 * size if kind == "run" else 0.0))
             if kind == "run" and self.standing:
                 self.settle()
+            self.quiet_s.append(self.bot.wait_quiet())
         return values
 
     def settle(self) -> None:
@@ -153,23 +171,32 @@ class Bench:
         for app in self.urls:
             self.burst("help", app, self.args.burst)
         self.burst("run", "bare", self.args.standing)
+        self.burst("run", "control", self.args.standing)
         self.burst("run", "full", self.args.standing)
         self.standing = set(self.bot.active_runs())
         self.settle()
 
     def measure(self) -> Results:
-        """`--rounds` rounds of one burst pair per kind, ABBA."""
+        """`--rounds` rounds of one burst per app and kind, in `order(round)`."""
         results = Results()
         for round_no in range(self.args.rounds):
-            order = ("full", "bare") if round_no % 2 == 0 else ("bare", "full")
             for kind in KINDS:
                 size = self.args.burst if kind == "help" else self.args.run_burst
                 values: dict[str, list[float]] = {}
-                for app in order:
+                for app in order(round_no):
                     values[app] = self.burst(kind, app, size)
                     time.sleep(0.3)
-                results.add_pair(kind, values["full"], values["bare"])
+                results.add_round(kind, values)
         return results
+
+
+def order(round_no: int) -> list[str]:
+    """The apps' order in a round: rotated by one each round and reversed every third, so that over six rounds
+    each app bursts first, second and third twice, and after each of the others as often as before it."""
+    apps = ["full", "bare", "control"]
+    shift = round_no % 3
+    turned = apps[shift:] + apps[:shift]
+    return turned[::-1] if (round_no // 3) % 2 else turned
 
 
 @contextlib.contextmanager
@@ -202,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--burst", type=int, default=100, help="concurrent `help` commands per burst")
     parser.add_argument("--run-burst", type=int, default=40, help="concurrent `run` commands per burst")
-    parser.add_argument("--rounds", type=int, default=6, help="burst pairs per kind (ABBA order)")
+    parser.add_argument("--rounds", type=int, default=20, help="rounds of one burst per app and kind")
     parser.add_argument("--standing", type=int, default=20, help="runs that stay queued throughout (>= 1)")
     parser.add_argument("--watch-interval", type=float, default=2.0, help="the watcher's tick, seconds")
     parser.add_argument("--database", choices=["sqlite", "postgres"], default="sqlite", help="serve's database")
@@ -231,39 +258,44 @@ def main(argv: list[str] | None = None) -> int:
             watch_interval_s=args.watch_interval,
             database_url=database_url,
         )
-        bare = None
+        bares: list[subprocess.Popen[bytes]] = []
         client = BurstClient(standin)
         try:
             bot.start()
-            bare, bare_url = start_bare(standin.base_url, standin.bot_token)
-            bench = Bench(args, standin, bot, bare_url, client)
+            bare_urls = {}
+            for name in ("bare", "control"):
+                proc, bare_urls[name] = start_bare(standin.base_url, standin.bot_token)
+                bares.append(proc)
+            bench = Bench(args, standin, bot, bare_urls, client)
             bench.warm_up()
             results = bench.measure()
             replies = _wait_replies(standin, bench.expected, timeout=60)
             planned = sum(PLANNED in str(p["payload"].get("text")) for p in standin.response_url_posts())
             statuses = bot.run_statuses()
-            log_lines, problems, answered = bot.log_summary()
+            own_acks, own_bounds = bot.own_ack_times()
+            log_lines, problems = bot.log_summary()
         finally:
             client.close()
-            if bare is not None:
-                bare.terminate()
-                bare.wait(timeout=10)
+            for proc in bares:
+                proc.terminate()
+                proc.wait(timeout=10)
             bot.stop()
             standin.stop()
 
     runs_sent = args.standing + args.run_burst * args.rounds
     print(
-        f"ack latency (ms), {args.rounds} rounds of one burst pair per kind (ABBA): `help` x {args.burst}, "
+        f"ack latency (ms), {args.rounds} rounds of one burst per app and kind (order rotating): "
+        f"`help` x {args.burst}, "
         f"`run recipe={RECIPE}` x {args.run_burst}; watcher every {args.watch_interval:g} s with "
         f"{args.standing} queued runs standing; {time.monotonic() - started:.0f} s in all; database "
         f"{args.database}; load average (1/5/15 min) before {load_before}, after {load()}"
     )
     print_latencies(results, KINDS)
-    if answered:
+    if own_acks:
+        shown = ", ".join(f"p{q:g} <= {bound * 1e3:g} ms" for q, bound in own_bounds.items())
         print(
-            f"finetune-bot's own timing of the same acks (serve's log, front door to answer, warm-up included): "
-            f"p50 {percentile(answered, 50) * 1e3:.1f}, p99 {percentile(answered, 99) * 1e3:.1f}, "
-            f"max {max(answered) * 1e3:.1f} ms over {len(answered)}"
+            f"finetune-bot's own timing of its command acks (its /metrics histogram, front door to answer, warm-up "
+            f"included): {shown} over {own_acks}"
         )
     met = print_ratios(results, KINDS)
     print(
@@ -272,7 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"after each run burst, the watcher told every change in {statistics.median(bench.settle_s):.1f} s "
-        f"(median; max {max(bench.settle_s):.1f} s); runs it never told ended: {len(bench.stuck)}; runs whose "
+        f"(median; max {max(bench.settle_s):.1f} s), and serve was idle again {statistics.median(bench.quiet_s):.1f} s "
+        f"after a burst's work was seen done (median; max {max(bench.quiet_s):.1f} s); runs it never told ended: "
+        f"{len(bench.stuck)}; runs whose "
         f"stop the bench wrote again (the first did not hold): {sum(n > 1 for n in bot.stop_writes.values())}"
     )
     shown = "; ".join(f"{n} x {msg}" for msg, n in problems.most_common(3))
@@ -287,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
             "run_burst": args.run_burst,
             "targets": {str(q): t for q, t in TARGETS.items()},
             "ratios": {k: {str(q): [round(r, 3) for r in results.ratios[k, q]] for q in TARGETS} for k in KINDS},
+            "control": {k: {str(q): [round(r, 3) for r in results.control[k, q]] for q in TARGETS} for k in KINDS},
             "over_3s": {k: results.over_deadline(k) for k in KINDS},
             "replies": replies,
             "expected": bench.expected,

@@ -1,4 +1,9 @@
-"""What `bench.ack` prints: latency per command kind and app, per-burst p99 ratios, and the targets."""
+"""What `bench.ack` prints: latency per command kind and app, per-burst ratios against the targets, and the control.
+
+The control is a second bare app measured in the same rounds as the other two: its ratio to the bare app is
+what this bench reports for two identical apps. When the interval of the control's median ratio does not hold
+1.0 the bench told identical apps apart in that run, and none of its verdicts is trusted (`inconclusive`).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,12 @@ import collections
 import statistics
 from dataclasses import dataclass, field
 
-from bench.verdict import at_most
+from bench.verdict import at_most, median_interval
 
 ACK_DEADLINE_S = 3.0
 # Per burst pair, finetune-bot's percentile / the bare app's (issue 34): p50 <= 1.2x and p99 <= 1.3x.
 TARGETS = {50: 1.2, 99: 1.3}
-APPS = {"full": "finetune-bot", "bare": "bare Bolt (ack only)"}
+APPS = {"full": "finetune-bot", "bare": "bare Bolt (ack only)", "control": "bare Bolt, again"}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -23,18 +28,22 @@ def percentile(values: list[float], q: float) -> float:
 
 @dataclass
 class Results:
-    """Ack latencies (seconds) by (kind, app) and each burst pair's p99 ratio by kind, in round order."""
+    """Ack latencies (seconds) by (kind, app) and each round's ratios by kind, in round order."""
 
     latencies: dict[tuple[str, str], list[float]] = field(default_factory=lambda: collections.defaultdict(list))
-    # (kind, q) -> each burst pair's ratio of the q-th percentiles, in round order.
+    # (kind, q) -> each round's ratio of the q-th percentiles, finetune-bot's over the bare app's, in round order.
     ratios: dict[tuple[str, int], list[float]] = field(default_factory=lambda: collections.defaultdict(list))
+    # (kind, q) -> the same for the control (the second bare app) over the bare app.
+    control: dict[tuple[str, int], list[float]] = field(default_factory=lambda: collections.defaultdict(list))
 
-    def add_pair(self, kind: str, full: list[float], bare: list[float]) -> None:
-        """One burst of `kind` at each app."""
-        self.latencies[kind, "full"].extend(full)
-        self.latencies[kind, "bare"].extend(bare)
+    def add_round(self, kind: str, bursts: dict[str, list[float]]) -> None:
+        """One burst of `kind` at each app (`APPS`' keys)."""
+        for app, values in bursts.items():
+            self.latencies[kind, app].extend(values)
+        bare = bursts["bare"]
         for q in TARGETS:
-            self.ratios[kind, q].append(percentile(full, q) / percentile(bare, q))
+            self.ratios[kind, q].append(percentile(bursts["full"], q) / percentile(bare, q))
+            self.control[kind, q].append(percentile(bursts["control"], q) / percentile(bare, q))
 
     def over_deadline(self, kind: str, app: str = "full") -> int:
         """Acks slower than Slack's 3 s."""
@@ -54,19 +63,39 @@ def print_latencies(results: Results, kinds: list[str]) -> None:
             )
 
 
+def judge(ratios: list[float], control: list[float], target: float) -> str:
+    """The verdict on `ratios` against `target` (`bench.verdict.at_most`), unless the control's interval does not
+    hold 1.0: then the bench told identical apps apart, and it says `inconclusive`."""
+    low, high, _ = median_interval(control)
+    if not low <= 1.0 <= high:
+        return "inconclusive (the control differed)"
+    return at_most(ratios, target)
+
+
+def describe(ratios: list[float]) -> str:
+    """`median M, 95 % interval L-H, min-max A-B`: how a list of ratios is printed."""
+    low, high, coverage = median_interval(ratios)
+    return (
+        f"median {statistics.median(ratios):.2f}, {coverage:.0%} interval {low:.2f}-{high:.2f}, "
+        f"min-max {min(ratios):.2f}-{max(ratios):.2f}"
+    )
+
+
 def print_ratios(results: Results, kinds: list[str]) -> bool:
-    """Per-burst p50 and p99 ratios against their targets, with their spread; whether every target was met."""
-    print("ratio finetune-bot / bare Bolt, per burst pair (in round order):")
+    """Per-round p50 and p99 ratios against their targets, with their interval and the control's; whether every
+    target was met."""
+    print("ratio over the bare app, per round (in round order); the control is a second bare app:")
     met = True
     for kind in kinds:
         over = results.over_deadline(kind)
         for q, target in TARGETS.items():
-            ratios = results.ratios[kind, q]
-            said = at_most(ratios, target)
+            ratios, control = results.ratios[kind, q], results.control[kind, q]
+            said = judge(ratios, control, target)
             print(
-                f"  {kind:<5} p{q}: median {statistics.median(ratios):.2f}, min-max {min(ratios):.2f}-{max(ratios):.2f}"
-                f" ({', '.join(f'{r:.2f}' for r in ratios)}); target <= {target} per burst -> {said}"
+                f"  {kind:<5} p{q}: {describe(ratios)} ({', '.join(f'{r:.2f}' for r in ratios)}); "
+                f"target <= {target} -> {said}"
             )
+            print(f"  {'':<5} control p{q}: {describe(control)} ({', '.join(f'{r:.2f}' for r in control)})")
             met = met and said == "met"
         print(f"  {kind:<5} finetune-bot acks over 3 s: {over} (target 0)")
         met = met and over == 0

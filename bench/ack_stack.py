@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,6 @@ RECIPE = "sft-tiny"
 PARKED = "queued"
 _LOG_LEVEL = re.compile(r"^\S+ \S+ (WARNING|ERROR|CRITICAL) (.*)$")
 _NUMBER = re.compile(r"\d+")
-_ANSWERED = re.compile(r"finetune_bot\.web: slack command answered \d+ in ([0-9.]+) ms")
 
 
 def free_port() -> int:
@@ -207,6 +207,28 @@ class FullBot:
                 run.log_status("stopped", reason="BenchEnded", message="ended by bench.ack")
                 self.stop_writes[uuid] += 1
 
+    def wait_quiet(self, *, window_s: float = 0.2, busy: float = 0.1, timeout_s: float = 15.0) -> float:
+        """Wait until serve used under `busy` of a core over a `window_s` window: the work of the last burst (its
+        replies, the watcher telling its runs) is over, so the next burst meets serve as idle as the bare app.
+        A watcher tick still falls into bursts at random. Returns the seconds waited (`timeout_s` at most)."""
+        assert self._proc is not None
+        started = time.monotonic()
+        stat = Path(f"/proc/{self._proc.pid}/stat")
+        ticks = os.sysconf("SC_CLK_TCK")
+
+        def used() -> float:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+
+        before = used()
+        while time.monotonic() - started < timeout_s:
+            time.sleep(window_s)
+            now = used()
+            if now - before < busy * window_s:
+                break
+            before = now
+        return time.monotonic() - started
+
     def settle(self, standing: set[str], ignore: set[str], timeout_s: float = 30.0) -> set[str]:
         """End every active run but `standing` and wait until the bot holds only those, each parked.
 
@@ -236,16 +258,31 @@ class FullBot:
             lines.append(f"{name}: the bot says {status}, Polyaxon says {remote}")
         return lines
 
-    def log_summary(self) -> tuple[int, collections.Counter[str], list[float]]:
-        """Lines serve logged; its warning/error messages (timestamps dropped, numbers as N) with their counts;
-        the ack times (seconds) it logged for slash commands, from the front door to the answer."""
+    def log_summary(self) -> tuple[int, collections.Counter[str]]:
+        """Lines serve logged; its warning/error messages (timestamps dropped, numbers as N) with their counts."""
         lines = self.log_path.read_text(errors="replace").splitlines()
         problems: collections.Counter[str] = collections.Counter()
-        answered: list[float] = []
         for line in lines:
             if match := _LOG_LEVEL.match(line):
                 # Numbers differ from line to line (queue depths, sizes): one entry per message shape.
                 problems[f"{match.group(1)} {_NUMBER.sub('N', match.group(2))[:140]}"] += 1
-            elif match := _ANSWERED.search(line):
-                answered.append(float(match.group(1)) / 1e3)
-        return len(lines), problems, answered
+        return len(lines), problems
+
+    def own_ack_times(self, kind: str = "command") -> tuple[int, dict[float, float]]:
+        """serve's own timing of its acks, front door to answer, from its /metrics histogram: (acks, {q: the
+        upper bound of the bucket that holds the q-th percentile}) for q in 50 and 99."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        buckets: list[tuple[float, float]] = []
+        for family in text_string_to_metric_families(text):
+            if family.name == "finetune_bot_slack_ack_latency_seconds":
+                buckets = sorted(
+                    (float(sample.labels["le"]), sample.value)
+                    for sample in family.samples
+                    if sample.name.endswith("_bucket") and sample.labels.get("kind") == kind
+                )
+        total = buckets[-1][1] if buckets else 0.0
+        bounds = {q: next(le for le, seen in buckets if seen >= total * q / 100) for q in (50.0, 99.0)} if total else {}
+        return int(total), bounds

@@ -7,7 +7,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from bench.verdict import NOISE_RATIO, at_least, at_most
+from bench.verdict import NOISE_RATIO, at_least, median_interval
 
 
 @dataclass(frozen=True)
@@ -149,27 +149,38 @@ def render_trainer(data: dict[str, Any]) -> list[str]:
 
 
 def render_ack(data: dict[str, Any]) -> list[str]:
-    """bench.ack: per burst pair, finetune-bot's p50 and p99 over the bare app's, against their targets."""
+    """bench.ack: per round, finetune-bot's p50 and p99 over the bare app's against their targets, and the control's
+    (a second bare app over the bare app); each verdict from the interval that holds the median."""
+    from bench.ack_report import judge
+
     rows = []
     for kind, by_q in data["ratios"].items():
         for q, ratios in by_q.items():
             target = float(data["targets"][q])
+            control = data["control"][kind][q]
+            low, high, coverage = median_interval(ratios)
+            c_low, c_high, _ = median_interval(control)
             rows.append(
                 [
                     f"`{kind}`",
                     f"p{q}",
                     f"{statistics.median(ratios):.2f}",
+                    f"{low:.2f}–{high:.2f} ({coverage:.0%})",
                     f"{min(ratios):.2f}–{max(ratios):.2f}",
+                    f"{statistics.median(control):.2f} ({c_low:.2f}–{c_high:.2f})",
                     f"≤ {target:g}",
-                    f"**{at_most(ratios, target)}**",
+                    f"**{judge(ratios, control, target)}**",
                 ]
             )
     over = ", ".join(f"`{kind}` {n}" for kind, n in data["over_3s"].items())
+    header = ["burst", "percentile", "ratio (median)", "interval", "min–max", "control", "target", "verdict"]
     return [
-        *table(["burst", "percentile", "ratio (median)", "min–max", "target", "verdict"], "llrrll", rows),
+        *table(header, "llrrrrll", rows),
         "",
-        f"Database {data['database']}; {data['rounds']} rounds ABBA; acks over 3 s: {over}; "
-        f"answered {data['replies']}/{data['expected']}, planned {data['planned']}/{data['runs_sent']}.",
+        f"Database {data['database']}; {data['rounds']} rounds, one burst per app each, in an order that rotates; "
+        f"acks over 3 s: {over}; answered {data['replies']}/{data['expected']}, planned "
+        f"{data['planned']}/{data['runs_sent']}. The interval holds the median ratio with the confidence shown; the "
+        "control is a second bare app's ratio (median and interval) to the bare app's.",
     ]
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from bench.report import BENCHES, chosen, marker, replace_section, section
 from bench.report_tables import Stamp, render_ack, render_digest, render_memory, render_scale, render_watcher
+from bench.verdict import at_least, at_most, median_interval
 
 REPO = Path(__file__).resolve().parents[2]
 STAMP = Stamp("2026-12-05 23:40 UTC", "db8f94b+dirty", "python -m bench.scale", "1.20/0.90/0.50 on 2 cores", "1.80")
@@ -138,6 +139,7 @@ def test_the_ack_and_memory_tables_judge_from_the_spread() -> None:
             "rounds": 3,
             "targets": {"50": 1.2, "99": 1.3},
             "ratios": {"help": {"50": [1.1, 1.0, 1.15], "99": [1.2, 1.4, 1.25]}},
+            "control": {"help": {"50": [0.9, 1.1, 1.0], "99": [1.05, 0.95, 1.0]}},
             "over_3s": {"help": 0},
             "replies": 300,
             "expected": 300,
@@ -145,8 +147,25 @@ def test_the_ack_and_memory_tables_judge_from_the_spread() -> None:
             "runs_sent": 0,
         }
     )
-    assert ack[2] == "| `help` | p50 | 1.10 | 1.00–1.15 | ≤ 1.2 | **met** |"
-    assert ack[3] == "| `help` | p99 | 1.25 | 1.20–1.40 | ≤ 1.3 | **inconclusive** |"
+    assert ack[2] == "| `help` | p50 | 1.10 | 1.00–1.15 (75%) | 1.00–1.15 | 1.00 (0.90–1.10) | ≤ 1.2 | **met** |"
+    assert ack[3] == (
+        "| `help` | p99 | 1.25 | 1.20–1.40 (75%) | 1.20–1.40 | 1.00 (0.95–1.05) | ≤ 1.3 | **inconclusive** |"
+    )
+    biased = render_ack(
+        {
+            "database": "sqlite",
+            "rounds": 3,
+            "targets": {"50": 1.2},
+            "ratios": {"help": {"50": [1.0, 1.05, 1.1]}},
+            "control": {"help": {"50": [0.8, 0.85, 0.9]}},  # two identical apps told apart: no verdict holds
+            "over_3s": {"help": 0},
+            "replies": 300,
+            "expected": 300,
+            "planned": 0,
+            "runs_sent": 0,
+        }
+    )
+    assert biased[2].endswith("| ≤ 1.2 | **inconclusive (the control differed)** |")
     memory = render_memory(
         {
             "idle_mb": {"serve": 120.04, "bare": 31.0},
@@ -157,3 +176,19 @@ def test_the_ack_and_memory_tables_judge_from_the_spread() -> None:
     )
     assert memory[2:4] == ["| 0 | 121.0 |", "| 10,000 | 122.5 |"]
     assert memory[-1].endswith("first half 0.31 KB, second half 0.02 KB → **plateaus**.")
+
+
+def test_a_verdict_reads_the_interval_that_holds_the_median_not_one_round() -> None:
+    # Up to 8 rounds the interval is the min-max (6 rounds hold the median with 97 % confidence).
+    assert median_interval([1.0, 1.1, 1.2, 1.3, 1.4, 1.5])[:2] == (1.0, 1.5)
+    assert median_interval(list(range(8)))[:2] == (0, 7)
+    # 12 rounds: the 3rd to the 10th (96 %); one bad round no longer decides, two on a side still widen it.
+    low, high, coverage = median_interval([1.0] * 11 + [9.0])
+    assert (low, high) == (1.0, 1.0) and 0.96 < coverage < 0.962
+    assert median_interval(sorted([1.0] * 9 + [9.0] * 3))[1] == 9.0
+    assert at_most([1.0] * 11 + [9.0], 1.2) == "met"
+    assert at_most([1.0] * 9 + [1.5] * 3, 1.2) == "inconclusive"
+    assert at_most([1.5] * 10 + [1.0] * 2, 1.2) == "NOT met"
+    assert (
+        at_least([0.99] * 6, 0.97) == "met" and at_least([0.96, 0.99, 0.99, 0.99, 0.99, 0.99], 0.97) == "inconclusive"
+    )
