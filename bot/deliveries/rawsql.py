@@ -41,11 +41,21 @@ class DeliverySql:
         self._key = quote("key")
         self._row_marks = "(" + ", ".join([self._mark] * len(COLUMNS)) + ")"
         self._inserts: dict[tuple[int, bool], str] = {}
+        # PostgreSQL: the intake's connection commits each statement itself (autocommit). In a transaction psycopg
+        # sends BEGIN, the INSERT and COMMIT as three round trips, and under a burst the writer waits for the
+        # interpreter lock again after each; one multi-row INSERT … RETURNING is atomic and durable on its own.
+        self.autocommits = dialect.name == "postgresql"
         mark = self._mark
         self._finish = (
             f"UPDATE {self._table} SET {quote('state')} = 'done', {quote('finished_at')} = {mark}, "
             f"{quote('payload')} = NULL WHERE {self._key} = {mark} AND {quote('state')} = 'received'"
         )
+
+    def begin(self, raw: Any) -> None:
+        """Set up the intake's own connection: on PostgreSQL, each statement its own transaction (`autocommits`)."""
+        if self.autocommits:
+            raw.rollback()  # the pool's checkout may have left a transaction open (its ping)
+            raw.dbapi_connection.autocommit = True
 
     def insert(self, cursor: Any, rows: Sequence[dict[str, Any]]) -> set[str] | None:
         """Insert the rows whose key is not there yet (the first of a key within `rows`): every key when all were

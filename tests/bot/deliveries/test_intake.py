@@ -155,3 +155,22 @@ def test_process_durability_relaxes_only_the_intakes_commits_and_power_keeps_eve
         assert str(conn.exec_driver_sql(query).scalar()) == strict
     with pytest.raises(ValueError, match="expected one of process, power"):
         DeliveryIntake(engine, durability="disk")
+
+
+def test_on_postgresql_each_batch_is_one_statement_committed_as_it_runs(engine: Engine) -> None:
+    intake = DeliveryIntake(engine)
+    try:
+        assert intake.admit(row("one-trip")) is True
+        raw = intake._connection()
+        if engine.dialect.name != "postgresql":
+            assert not intake._sql.autocommits  # SQLite: one transaction per batch, as before
+            return
+        assert intake._sql.autocommits and raw.dbapi_connection.autocommit is True  # type: ignore[union-attr]
+        # Nothing left open between batches: the row is committed, and so is a batch of admits and a finish.
+        assert raw.dbapi_connection.info.transaction_status.name == "IDLE"  # type: ignore[union-attr]
+        intake.finish("one-trip", NOW)
+        assert intake.admit(row("one-trip")) is False and intake.admit(row("two-trip")) is True
+    finally:
+        intake.close()
+    rows = stored(engine)
+    assert rows["one-trip"].state == "done" and rows["two-trip"].state == "received"
