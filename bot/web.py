@@ -193,12 +193,15 @@ class MeteredSocketModeHandler(SocketModeHandler):
 def log_answer(answer: Answer, elapsed: float, *, access_log: bool, via: str = "") -> None:
     """The request's one line: kind, status, timing and, when refused, why; never the body or a header's value.
 
-    A refusal at WARNING; an answered request at INFO with FINETUNE_ACCESS_LOG, else at DEBUG. Written for every
-    request of a burst, the INFO line cost acks more than anything else left on their path (bot/logwriter.py);
-    /metrics counts and times every answer either way, and each delivery's work logs its own line after the ack.
+    A refusal at WARNING; an answer of 400 or more from Bolt (no listener took it, or one failed) at INFO; any other
+    answer at INFO with FINETUNE_ACCESS_LOG, else at DEBUG. Written for every request of a burst, the INFO line
+    cost acks more than anything else left on their path (bot/logwriter.py); /metrics counts and times every
+    answer either way, and each delivery's work logs its own line after the ack.
     """
-    answered = logging.INFO if access_log else logging.DEBUG
-    level = logging.WARNING if answer.refused is not None else answered
+    if answer.refused is not None:
+        level = logging.WARNING
+    else:
+        level = logging.INFO if access_log or answer.status >= 400 else logging.DEBUG
     if logger.isEnabledFor(level):
         logger.log(
             level,

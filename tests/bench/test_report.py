@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,17 @@ def test_a_verdict_reads_the_interval_that_holds_the_median_not_one_round() -> N
     assert (
         at_least([0.99] * 6, 0.97) == "met" and at_least([0.96, 0.99, 0.99, 0.99, 0.99, 0.99], 0.97) == "inconclusive"
     )
+
+
+def test_the_ack_bench_order_gives_every_app_every_place_and_every_neighbour_equally_often() -> None:
+    from bench.ack import order
+
+    places: collections.Counter[tuple[str, int]] = collections.Counter()
+    before: collections.Counter[tuple[str, str]] = collections.Counter()
+    for round_no in range(6):
+        apps = order(round_no)
+        assert sorted(apps) == ["bare", "control", "full"]
+        places.update((app, place) for place, app in enumerate(apps))
+        before.update((a, b) for i, a in enumerate(apps) for b in apps[i + 1 :])
+    assert set(places.values()) == {2} and len(places) == 9
+    assert set(before.values()) == {3} and len(before) == 6

@@ -41,6 +41,14 @@ def test_a_refusal_is_a_warning_with_its_reason_whatever_the_setting(caplog: pyt
     ]
 
 
+def test_an_answer_bolt_did_not_give_as_success_is_an_info_line_whatever_the_setting(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="finetune_bot.web")
+    log_answer(Answer(status=404, kind="action", bolt=BoltResponse(status=404, body="")), 0.002, access_log=False)
+    assert _levels(caplog) == [(logging.INFO, "slack action answered 404 in 2.0 ms")]
+
+
 def test_at_info_without_the_access_log_an_answered_request_costs_no_record(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="finetune_bot.web")
     log_answer(Answer(status=200, kind="event", bolt=BoltResponse(status=200, body="")), 0.001, access_log=False)
