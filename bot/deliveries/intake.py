@@ -5,8 +5,9 @@ for SQLite's single write lock (and for 15 pooled connections shared with the wo
 PostgreSQL each paid a checkout with a pre-ping round trip and a COMMIT of its own. Here a request thread
 hands its row to the one intake writer and waits; the writer takes every row queued by then, inserts them
 with one multi-row INSERT … ON CONFLICT DO NOTHING on its own long-lived connection (bot/deliveries/rawsql.py),
-commits once, and releases each waiting ack with whether its row was new. A row is committed before its ack;
-a burst costs one COMMIT per batch instead of one per delivery. What a committed row survives is
+commits once (on PostgreSQL the statement, with RETURNING, commits itself: one round trip), and releases each
+waiting ack with whether its row was new. A row is committed before its ack; a burst costs one COMMIT per
+batch instead of one per delivery. What a committed row survives is
 FINETUNE_ACK_DURABILITY's (`DURABILITY` below): a killed bot always; a power loss only with `power`.
 """
 
