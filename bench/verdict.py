@@ -8,8 +8,6 @@ import os
 
 # A variant that does strictly more work measuring faster than this over one that does less is noise.
 NOISE_RATIO = 1.05
-
-
 # The confidence of the interval a verdict reads: the median's, from the paired figures' order statistics.
 CONFIDENCE = 0.95
 

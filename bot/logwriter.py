@@ -24,7 +24,7 @@ from logging.handlers import QueueHandler, QueueListener
 
 
 @contextlib.contextmanager
-def logs_written_off_thread(logger: logging.Logger | None = None) -> Iterator[QueueListener]:
+def logs_written_off_thread(logger: logging.Logger | None = None) -> Iterator[None]:
     """While inside: `logger`'s handlers (the root's by default) are fed by a queue and written by one thread.
 
     On exit every line logged so far is written, and the handlers are put back as they were.
@@ -40,7 +40,7 @@ def logs_written_off_thread(logger: logging.Logger | None = None) -> Iterator[Qu
     target.addHandler(front)
     listener.start()
     try:
-        yield listener
+        yield
     finally:
         target.removeHandler(front)
         listener.stop()  # writes what is queued, then ends the thread

@@ -78,9 +78,7 @@ class BotWsgiApp:
             answer = self.door.answer_http(environ)
         finally:
             self.services.acks.leave()
-        elapsed = time.perf_counter() - started
-        self.services.metrics.observe_ack(answer.kind, answer.status, elapsed)
-        log_answer(answer, elapsed, access_log=self.access_log)
+        record_answer(self.services, answer, time.perf_counter() - started, access_log=self.access_log)
         status, headers, body = answer.wsgi()
         start_response(status, headers)
         return body
@@ -185,9 +183,16 @@ class MeteredSocketModeHandler(SocketModeHandler):
                 client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
         finally:
             self.services.acks.leave()
-        elapsed = time.perf_counter() - started
-        self.services.metrics.observe_ack(answer.kind, answer.status, elapsed)
-        log_answer(answer, elapsed, access_log=self.access_log, via=" (socket mode)")
+        record_answer(
+            self.services, answer, time.perf_counter() - started, access_log=self.access_log, via=" (socket mode)"
+        )
+
+
+def record_answer(services: Services, answer: Answer, elapsed: float, *, access_log: bool, via: str = "") -> None:
+    """Count and time the answer in /metrics, then `log_answer` it: what both front doors (HTTP, Socket Mode) do
+    once a delivery is answered."""
+    services.metrics.observe_ack(answer.kind, answer.status, elapsed)
+    log_answer(answer, elapsed, access_log=access_log, via=via)
 
 
 def log_answer(answer: Answer, elapsed: float, *, access_log: bool, via: str = "") -> None:
