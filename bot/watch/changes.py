@@ -21,9 +21,12 @@ if TYPE_CHECKING:
     from bot.polyaxon import PolyaxonGateway, RunInfo
 
 PAGE_SIZE = 1000
-# The next list starts a second before the newest change seen: a run whose change was stamped just before it but
-# committed just after the list was read still comes (a run may come twice; the second time changes nothing).
-OVERLAP = timedelta(seconds=1)
+# The next list starts this long before the newest change seen. Polyaxon stamps `updated_at` when it saves a run,
+# before its transaction commits: on a busy server a status write can wait seconds for the database (the local
+# server's SQLite waits up to 5 s for its lock) and commit after a newer change was listed. With one second, one
+# run in 500 of a saturated bench stayed "created" on its card until the next full list (10 min). A run listed
+# again unchanged costs nothing (`handled`): the overlap costs only payload, within the same one request.
+OVERLAP = timedelta(seconds=10)
 # A full list now and then also finds what no change would announce (a run deleted in Polyaxon's UI).
 RESYNC_EVERY = timedelta(minutes=10)
 

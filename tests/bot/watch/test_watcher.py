@@ -205,6 +205,32 @@ def test_a_waiting_run_listed_again_costs_nothing_unless_its_conditions_went_unr
         assert (gateway.calls, stats.polyaxon_requests, stats.errors) == (calls, len(calls), [])
 
 
+def test_a_change_committed_seconds_after_its_stamp_is_still_listed(
+    sessions: SessionFactory, standin: SlackStandIn
+) -> None:
+    # Polyaxon stamps `updated_at` before its transaction commits: on a busy server a status write can wait seconds
+    # for the database and land behind a newer change the watcher already listed. A 1 s overlap missed it until
+    # the next full list (10 minutes on): one run in 500 stayed "created" on its card while Polyaxon said queued.
+    clock = Clock()
+    gateway = FakeGateway(clock)
+    watcher = make_watcher(sessions, standin, gateway, clock, 2)
+    watcher.tick()  # the full list: the cursor is the newest change
+    clock.now += timedelta(seconds=10)
+    gateway.put("uuid0000", outputs={"loss": 1.5, "global_step": 5})  # listed by the next tick: the cursor moves
+    assert watcher.tick().refreshed == 1
+    clock.now += timedelta(seconds=10)
+    gateway.put("uuid0001", status="succeeded", ago_s=12)  # stamped 2 s before the change listed last, committed now
+    gateway.calls.clear()
+    stats = watcher.tick()
+    assert stats.transitions == 1 and sorted(gateway.calls) == ["conditions", "list", "metrics"], gateway.calls
+    with sessions() as s:
+        assert repos.get_run_by_name(s, name="run-1").status == "succeeded"  # type: ignore[union-attr]
+    # Listed again within the overlap once handled, it costs nothing.
+    clock.now += timedelta(seconds=10)
+    gateway.calls.clear()
+    assert (watcher.tick().transitions, gateway.calls) == (0, ["list"])
+
+
 def test_the_cursor_never_passes_a_run_a_paged_list_may_have_missed() -> None:
     base = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
     listed = [
