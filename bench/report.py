@@ -69,7 +69,7 @@ BENCHES: dict[str, Bench] = {
     "memory": Bench("bench.memory", (), ("--commands", "2000", "--every", "500"), render_memory, heavy=True),
     "trainer": Bench(
         "bench.trainer",
-        ("--rounds", "7", "--threads", "1"),
+        ("--rounds", "12", "--threads", "1"),
         ("--rounds", "2", "--threads", "1"),
         render_trainer,
         heavy=True,
