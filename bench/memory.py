@@ -1,6 +1,6 @@
 """Resident memory of `finetune-bot serve` over many commands: does it plateau?
 
-    .venv/bin/python -m bench.memory [--commands 10000] [--every 500] [--clients 16] [--database sqlite|postgres]
+    .venv/bin/python -m bench.memory [--commands 30000] [--every 1000] [--clients 16] [--database sqlite|postgres]
 
 Starts `finetune-bot serve` as users run it (HTTP, its runtime with the Polyaxon gateway and watcher, a local
 Polyaxon server without an agent, INFO logging to a file) and the bare Bolt app of `bench.ack`, both against
@@ -12,6 +12,11 @@ Prints the idle RSS of both apps, the curve (commands, RSS MB, KB per command si
 growth per command over the first and the second half, and a verdict: `plateaus` when the second half grew
 less than 0.2 KB per command (2 MB per 10,000), `grows` when it grew 1 KB per command or more, else
 `inconclusive`. The machine's load is printed before and after.
+
+30,000 commands by default: serve's RSS moves by ±0.5 MB from one reading to the next, and over the 5,000
+commands of a 10,000-command run's second half that alone is ±0.1 KB per command, half the threshold. On
+2026-12-07 one 10,000-command run said `inconclusive` (0.29 KB per command: 140.6 MB at 5,000, 142.0 at 10,000)
+and a 30,000-command run of the same commit right after it read 140.7–141.7 MB from 2,000 commands to 30,000.
 """
 
 from __future__ import annotations
@@ -45,8 +50,8 @@ def rss_mb(pid: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; exit 0 when serve's memory plateaus."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--commands", type=int, default=10_000)
-    parser.add_argument("--every", type=int, default=500)
+    parser.add_argument("--commands", type=int, default=30_000)
+    parser.add_argument("--every", type=int, default=1_000)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--database", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here (bench.report reads it)")

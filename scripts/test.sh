@@ -42,7 +42,8 @@ echo "== pytest"
 # three workers on 2 cores overlap those waits: 603 s of pytest against 702 s with two on one 2-core run (fresh
 # clones since: 583-622 s; 562-702 s once the catalog read YAML with libyaml and fork servers froze their objects,
 # the slower runs while the machine ran the same training job up to ~25 % slower; 618 s, then 536, 552 and 536 s once
-# the local agent left the cron to the server and jobs no longer started Polyaxon's CLI for `fswatch`),
+# the local agent left the cron to the server and jobs no longer started Polyaxon's CLI for `fswatch`; on 2026-12-07
+# 594-720 s one evening and 397-399 s the next morning for nearly the same code: the machine's speed moves it most),
 # the cores then ~90 % busy (4 workers timed tests out); a module stays on one worker. PYTEST_WORKERS=0 runs in
 # one process. The slowest 25 are printed so the suite's time can be watched.
 .venv/bin/pytest -m "not slow and not gpu" -n "${PYTEST_WORKERS:-3}" --dist loadfile --durations=25 "$@"
