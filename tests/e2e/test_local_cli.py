@@ -154,8 +154,10 @@ def test_local_sweeps_quickstart_to_one_card_and_a_leaderboard_of_three(tmp_path
     assert rest.count("(new) Leaderboard · quickstart-sweep-") == 1  # one leaderboard, then edits
     final = rest.split("(only you) sweep · quickstart ·")[-1]
     assert "*succeeded* · 3/3 done" in final
-    ranks = [line for line in final.splitlines() if line.startswith((":trophy: #1", "#2", "#3"))]
-    assert len(ranks) == 3 and all("succeeded · accuracy" in line for line in ranks), final
+    # The leaderboard is a table block: the shell prints its header, then a line per trial, the best with a trophy.
+    assert "# · trial · lr · status · accuracy" in final, final
+    ranks = [line for line in final.splitlines() if line.startswith(("#1 · ", "#2 · ", "#3 · "))]
+    assert len(ranks) == 3 and ":trophy:" in ranks[0] and all(" · succeeded · 0." in line for line in ranks), final
 
 
 # ---- the session as a newcomer meets it: its store, its processes, its way out ---------------------------
