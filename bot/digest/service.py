@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
@@ -62,6 +63,8 @@ class DigestRuntime:
         self.scheduler = scheduler
         self.clock = clock
         self.key = key
+        # One channel's job is aligned with its row by one thread at a time (see `align_job`).
+        self._jobs_lock = threading.Lock()
         self._address = WorkspaceAddress(client)
         # Failing digests are isolated per channel (bot.background); the composition root shares the runs' one.
         self.items = BackgroundItems(sessions=sessions, clock=clock)
@@ -94,6 +97,18 @@ class DigestRuntime:
             if existing is None or str(existing.trigger) != str(CronTrigger.from_crontab(cron, timezone=tz)):
                 self._add_job(channel, cron, tz)
 
+    def align_job(self, channel: str) -> None:
+        """The channel's job made to say what its stored schedule says now (committed): commands for one channel
+        may arrive together, so the job follows the row the last of them left, never the command's own values."""
+        with self._jobs_lock:
+            with self.sessions() as s:
+                schedule = repos.get_digest_schedule(s, channel=channel)
+            if schedule is None:
+                with contextlib.suppress(JobLookupError):
+                    self.scheduler.remove_job(f"digest:{channel}", jobstore=PERSISTENT)
+            else:
+                self._add_job(channel, schedule.cron, schedule.timezone)
+
     def _add_job(self, channel: str, cron: str, tz: str) -> None:
         self.scheduler.add_job(
             digest_job,
@@ -116,17 +131,16 @@ class DigestRuntime:
             with self.sessions() as s:
                 removed = repos.delete_digest_schedule(s, channel=channel)
                 repos.add_audit(s, user=user, channel=channel, command="digest off", outcome="ok")
-            with contextlib.suppress(JobLookupError):
-                self.scheduler.remove_job(f"digest:{channel}", jobstore=PERSISTENT)
+            self.align_job(channel)
             return "Digests are off for this channel." if removed else "This channel had no digest schedule."
         tz = cmd.tz or self.settings.finetune.timezone
         cron = cron_for(cmd)
         with self.sessions() as s:
-            before = next((x for x in repos.list_digest_schedules(s) if x.channel == channel), None)
+            before = repos.get_digest_schedule(s, channel=channel)
             replaced = describe_schedule(before.cron, before.timezone) if before is not None else None
             repos.upsert_digest_schedule(s, channel=channel, cron=cron, timezone=tz, created_by=user)
             repos.add_audit(s, user=user, channel=channel, command=f"digest {cmd.mode} {cron} {tz}", outcome="ok")
-        self._add_job(channel, cron, tz)
+        self.align_job(channel)
         when = cmd.time if cmd.mode == "daily" else f"{cmd.day} {cmd.time}"
         nxt = CronTrigger.from_crontab(cron, timezone=tz).get_next_fire_time(None, self.clock())
         text = f"Digest scheduled {cmd.mode} at {when} ({tz})"
@@ -145,7 +159,7 @@ class DigestRuntime:
     def post_scheduled(self, channel: str) -> str | None:
         """Post the digest of the channel's latest due slot, unless some process already posted it."""
         with self.sessions() as s:
-            schedule = next((x for x in repos.list_digest_schedules(s) if x.channel == channel), None)
+            schedule = repos.get_digest_schedule(s, channel=channel)
         if schedule is None:
             log.info("digest job for %s has no schedule any more", channel)
             return None

@@ -1,4 +1,4 @@
-"""Shared by every repository: the duplicate-key error and the dialect's INSERT … ON CONFLICT."""
+"""Shared by every repository: the duplicate-key error and the dialect's INSERT … ON CONFLICT (once, or replacing)."""
 
 from __future__ import annotations
 
@@ -32,3 +32,18 @@ def insert_once(session: Session, table: Any, values: dict[str, Any], *, keys: l
     inserted = session.execute(stmt.returning(table.c.id)).scalar_one_or_none()
     session.commit()
     return int(inserted) if inserted is not None else None
+
+
+def upsert(session: Session, table: Any, values: dict[str, Any], *, keys: list[str], replace: list[str]) -> None:
+    """INSERT … ON CONFLICT (keys) DO UPDATE SET the `replace` columns: one statement, so two writers of one key
+    never meet a row the other deleted or inserted between a read and a write (not committed: the caller's
+    transaction holds it with whatever else it records, such as the audit line)."""
+    stmt = dialect_insert(session, table).values(**values)
+    session.execute(stmt.on_conflict_do_update(index_elements=keys, set_={name: values[name] for name in replace}))
+
+
+def delete_rows(session: Session, table: Any, *where: Any) -> bool:
+    """DELETE … WHERE, as one statement (an ORM delete of a row read earlier fails when another writer deleted it
+    first); whether any row went."""
+    result = session.execute(table.delete().where(*where))
+    return bool(getattr(result, "rowcount", 0))

@@ -8,32 +8,26 @@ from datetime import datetime
 from sqlmodel import Session, and_, col, func, not_, or_, select
 
 from storage.models import Approval, ApprovalRequest, DigestPost, DigestSchedule, Registration, Run, Sweep, utcnow
-from storage.repos.common import insert_once
+from storage.repos.common import delete_rows, insert_once, upsert
 from storage.repos.runs import ACTIVE_STATUSES, TERMINAL_STATUSES
 
 
-def upsert_digest_schedule(
-    session: Session, *, channel: str, cron: str, timezone: str, created_by: str
-) -> DigestSchedule:
-    """Create or replace a channel's digest schedule."""
-    schedule = session.exec(select(DigestSchedule).where(DigestSchedule.channel == channel)).first()
-    if schedule is None:
-        schedule = DigestSchedule(channel=channel, cron=cron, timezone=timezone, created_by=created_by)
-    else:
-        schedule.cron, schedule.timezone, schedule.created_by = cron, timezone, created_by
-    session.add(schedule)
-    session.flush()
-    return schedule
+def upsert_digest_schedule(session: Session, *, channel: str, cron: str, timezone: str, created_by: str) -> None:
+    """Create or replace a channel's digest schedule, race-free (commands for one channel may arrive together)."""
+    table = DigestSchedule.__table__  # type: ignore[attr-defined]
+    values = {"channel": channel, "cron": cron, "timezone": timezone, "created_by": created_by, "created_at": utcnow()}
+    upsert(session, table, values, keys=["channel"], replace=["cron", "timezone", "created_by"])
 
 
 def delete_digest_schedule(session: Session, *, channel: str) -> bool:
-    """Remove a channel's digest schedule; False when it had none."""
-    schedule = session.exec(select(DigestSchedule).where(DigestSchedule.channel == channel)).first()
-    if schedule is None:
-        return False
-    session.delete(schedule)
-    session.flush()
-    return True
+    """Remove a channel's digest schedule; False when it had none (or a command beside this one removed it)."""
+    table = DigestSchedule.__table__  # type: ignore[attr-defined]
+    return delete_rows(session, table, table.c.channel == channel)
+
+
+def get_digest_schedule(session: Session, *, channel: str) -> DigestSchedule | None:
+    """The channel's digest schedule, if it has one."""
+    return session.exec(select(DigestSchedule).where(DigestSchedule.channel == channel)).first()
 
 
 def list_digest_schedules(session: Session) -> Sequence[DigestSchedule]:

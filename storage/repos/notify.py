@@ -8,7 +8,7 @@ from sqlmodel import Session, col, select
 
 from storage.columns import utcnow
 from storage.models import RequesterNotice, Run, UserPreference
-from storage.repos.common import dialect_insert, insert_once
+from storage.repos.common import insert_once, upsert
 
 
 def get_notify_preference(session: Session, *, user: str) -> str | None:
@@ -20,9 +20,13 @@ def get_notify_preference(session: Session, *, user: str) -> str | None:
 def set_notify_preference(session: Session, *, user: str, notify: str) -> None:
     """Store the person's default (one row per person: a second choice replaces the first, race-free)."""
     table = UserPreference.__table__  # type: ignore[attr-defined]
-    now = utcnow()
-    stmt = dialect_insert(session, table).values(user_id=user, notify=notify, updated_at=now)
-    session.execute(stmt.on_conflict_do_update(index_elements=["user_id"], set_={"notify": notify, "updated_at": now}))
+    upsert(
+        session,
+        table,
+        {"user_id": user, "notify": notify, "updated_at": utcnow()},
+        keys=["user_id"],
+        replace=["notify", "updated_at"],
+    )
 
 
 def claim_requester_notice(session: Session, *, run_id: int, reason: str, text: str) -> int | None:

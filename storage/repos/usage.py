@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlmodel import Session, col, or_, select
 
 from storage.models import BudgetNotice, ChannelBudget, Run, StatusEvent, utcnow
-from storage.repos.common import insert_once
+from storage.repos.common import delete_rows, insert_once, upsert
 
 
 def runs_in_period(
@@ -52,26 +52,17 @@ def get_budget(session: Session, *, channel: str) -> ChannelBudget | None:
     return session.exec(select(ChannelBudget).where(ChannelBudget.channel == channel)).first()
 
 
-def set_budget(session: Session, *, channel: str, hours: float, period: str, set_by: str) -> ChannelBudget:
-    """Create or replace the channel's budget."""
-    budget = get_budget(session, channel=channel)
-    if budget is None:
-        budget = ChannelBudget(channel=channel, hours=hours, period=period, set_by=set_by)
-    else:
-        budget.hours, budget.period, budget.set_by, budget.set_at = hours, period, set_by, utcnow()
-    session.add(budget)
-    session.flush()
-    return budget
+def set_budget(session: Session, *, channel: str, hours: float, period: str, set_by: str) -> None:
+    """Create or replace the channel's budget, race-free (two `budget` commands may arrive together)."""
+    table = ChannelBudget.__table__  # type: ignore[attr-defined]
+    values = {"channel": channel, "hours": hours, "period": period, "set_by": set_by, "set_at": utcnow()}
+    upsert(session, table, values, keys=["channel"], replace=["hours", "period", "set_by", "set_at"])
 
 
 def delete_budget(session: Session, *, channel: str) -> bool:
-    """Remove the channel's budget; whether there was one."""
-    budget = get_budget(session, channel=channel)
-    if budget is None:
-        return False
-    session.delete(budget)
-    session.flush()
-    return True
+    """Remove the channel's budget; whether there was one (False too when a command beside this one removed it)."""
+    table = ChannelBudget.__table__  # type: ignore[attr-defined]
+    return delete_rows(session, table, table.c.channel == channel)
 
 
 def claim_budget_notice(session: Session, *, channel: str, period_start: datetime, level: int) -> bool:
