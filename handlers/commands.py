@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Any
 from slack_bolt import Ack, App
 
 from bot.deliveries import command_key
-from bot.explain import render_command_error, render_help, render_plan, render_presets, render_recipes
+from bot.explain import (
+    polyaxon_down_text,
+    polyaxon_refused_text,
+    render_command_error,
+    render_help,
+    render_plan,
+    render_presets,
+    render_recipes,
+)
 from bot.grammar import (
     SUBCOMMANDS,
     BudgetCommand,
@@ -36,7 +44,8 @@ from bot.grammar import (
     parse_command,
     wants_run_form,
 )
-from bot.polyaxon import RunGoneError
+from bot.polyaxon import GatewayError, PolyaxonUnreachableError, RunGoneError
+from bot.redact import redact
 from bot.runs.lost import LostRuns, lost_reply
 from bot.services import Services
 from bot.slack.blocks import escape, is_user_id
@@ -181,10 +190,25 @@ def compose_reply(services: Services, text: str, *, user_id: str, channel_id: st
     except RunGoneError as gone:
         blocks = answer_gone(services, gone)
         outcome = "refused"
+    except PolyaxonUnreachableError as down:
+        # An outage is not the bot's bug: the person hears it is Polyaxon, what was not done, and what happens next.
+        logger.warning("%s: Polyaxon is not answering: %s", name, down)
+        blocks = reply_blocks(polyaxon_down_text(name, host=down.host, detail=_said(services, down)))
+        outcome = "error"
+    except GatewayError as refused:
+        logger.warning("%s: Polyaxon refused: %s", name, refused)
+        blocks = reply_blocks(polyaxon_refused_text(name, detail=_said(services, refused)))
+        outcome = "error"
     with services.sessions() as session:
         # The subcommand only: the full text may carry values nobody should find in an audit log.
         add_audit(session, user=user_id, channel=channel_id, command=f"{COMMAND} {name}", outcome=outcome)
     return ephemeral(blocks)
+
+
+def _said(services: Services, error: GatewayError) -> str:
+    """The gateway's own words, redacted (they can carry a URL with credentials) and kept short."""
+    secrets = services.runs.secrets if services.runs is not None else ()
+    return redact(str(error), extra_secrets=secrets)[:400]
 
 
 def gone_cause(err: BaseException) -> RunGoneError | None:

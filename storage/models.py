@@ -20,6 +20,7 @@ from storage.follow_models import LogFollow as LogFollow
 # Each person's notification default and the direct messages told to requesters (bot.notify).
 from storage.notify_models import RequesterNotice as RequesterNotice
 from storage.notify_models import UserPreference as UserPreference
+from storage.outage_models import ServiceOutage as ServiceOutage
 
 # The release path's tables live in their own module; importing them here registers them with the metadata
 # and keeps `from storage.models import …` the one place tables are imported from.

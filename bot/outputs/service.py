@@ -58,7 +58,7 @@ class OutputsService:
 
     def outputs(self, ref: str, *, user: str) -> Reply:
         """Check the run's outputs, post the report (and the eval results file) in its thread, update its card."""
-        from bot.polyaxon import GatewayError
+        from bot.polyaxon import GatewayError, PolyaxonUnreachableError
 
         run = find_run_for(self.deps.sessions, ref, Verb.OUTPUTS)
         if not run.polyaxon_uuid:
@@ -67,6 +67,8 @@ class OutputsService:
             )
         try:
             report, eval_bytes = self.inspect(run)
+        except PolyaxonUnreachableError:
+            raise  # told as the outage it is, by the command's one answer to an outage
         except GatewayError as exc:
             why = (
                 f"could not read the outputs of `{escape(run.name)}` from Polyaxon: "

@@ -13,13 +13,22 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from bot.polyaxon.types import GatewayError, ProjectMissingError, RunGoneError, RunInfo, RunNotFoundError
+from bot.polyaxon.types import (
+    GatewayError,
+    PolyaxonUnreachableError,
+    ProjectMissingError,
+    RunGoneError,
+    RunInfo,
+    RunNotFoundError,
+)
 
 T = TypeVar("T")
 
 # Statuses on which a spurious sandbox failure is retried (405 on overlapping writes, 5xx while
 # SQLite is locked, 409 on an overlapping status transition).
 _RETRY_STATUSES = frozenset({405, 409, 429, 500, 502, 503, 504})
+# What stands in front of Polyaxon answers these while the API itself is down or being redeployed.
+_GATEWAY_DOWN = frozenset({502, 503, 504})
 # Polyaxon's 404 bodies name what is missing (Django's "No <Model> matches the given query."): a run's
 # endpoints answer with the run's, or the project's when the whole project is gone (a replaced server).
 _NO_RUN = "No Run matches"
@@ -36,6 +45,26 @@ def _utc(value: Any) -> datetime | None:
     if not isinstance(value, datetime):
         raise GatewayError(f"Polyaxon returned a non-date timestamp: {value!r}")
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _transport_cause(exc: BaseException) -> str:
+    """What a failed connection came to, in words: urllib3 wraps the cause (`MaxRetryError` around a
+    `NewConnectionError` around `ConnectionRefusedError`) in text nobody needs to read."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # a chain of causes, never followed round a cycle
+        if seen is None:
+            break
+        if isinstance(seen, ConnectionRefusedError) or "Connection refused" in str(seen):
+            return "connection refused"
+        if isinstance(seen, TimeoutError) or "timed out" in str(seen).lower():
+            return "no answer in time"
+        if isinstance(seen, ConnectionResetError) or "reset by peer" in str(seen) or "RemoteDisconnected" in str(seen):
+            return "connection dropped"
+        if "Name or service not known" in str(seen) or "nodename nor servname" in str(seen):
+            return "host name not found"
+        reason = getattr(seen, "reason", None)
+        seen = reason if isinstance(reason, BaseException) else seen.__cause__ or seen.__context__
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
 def _describe(exc: BaseException) -> str:
@@ -112,10 +141,16 @@ class GatewayBase:
                     f"Polyaxon at {self.host} has no project {self.owner}/{self.project} (while trying to {what})"
                 )
             return RunNotFoundError(f"Polyaxon at {self.host}: {what}: not found ({detail})")
-        if isinstance(exc, self._transport_errors):
-            return GatewayError(
+        if isinstance(exc, self._transport_errors) and not isinstance(exc, self._api_errors):
+            return PolyaxonUnreachableError(
+                self.host,
                 f"Polyaxon at {self.host} is unreachable or did not answer within {self.timeout_s:.0f} s "
-                f"while trying to {what} ({_describe(exc)})"
+                f"while trying to {what} ({_transport_cause(exc)})",
+            )
+        if isinstance(exc, self._api_errors) and getattr(exc, "status", None) in _GATEWAY_DOWN:
+            # What a load balancer or ingress answers while Polyaxon's API is down or being redeployed.
+            return PolyaxonUnreachableError(
+                self.host, f"Polyaxon at {self.host} is not answering while trying to {what} ({_describe(exc)})"
             )
         return GatewayError(f"Polyaxon at {self.host} refused to {what}: {_describe(exc)}")
 

@@ -18,6 +18,15 @@ class GatewayError(Exception):
     """Polyaxon could not do what the bot asked; the message says what and why."""
 
 
+class PolyaxonUnreachableError(GatewayError):
+    """Polyaxon did not answer: a refused or dropped connection, a timeout, or a 502/503/504 from whatever stands in
+    front of it (a redeploy, an outage). Nothing it was asked to do was done; the same call may go through later."""
+
+    def __init__(self, host: str, message: str) -> None:
+        self.host = host
+        super().__init__(message)
+
+
 class RunNotFoundError(GatewayError):
     """No run with that uuid or name in the project."""
 

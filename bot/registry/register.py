@@ -24,7 +24,7 @@ class RequestMaker:
 
     def register(self, cmd: RegisterCommand, *, user: str, channel: str) -> Reply:
         """Post an approval request for a succeeded run's candidate, with every criterion and its evidence."""
-        from bot.polyaxon import GatewayError
+        from bot.polyaxon import GatewayError, PolyaxonUnreachableError
 
         deps, runs = self.deps, self.deps.runs
         run = find_run_for(runs.sessions, cmd.run, Verb.REGISTER)
@@ -45,6 +45,8 @@ class RequestMaker:
             raise RunError(f"the registration criteria can't be read: {escape(str(exc))}") from exc
         try:
             candidate, _ = read_candidate(deps, run)
+        except PolyaxonUnreachableError:
+            raise  # told as the outage it is, by the command's one answer to an outage
         except GatewayError as exc:
             raise RunError(
                 f"Polyaxon is unreachable, so the candidate of `{escape(run.name)}` can't be read: {deps.redact(exc)}. "

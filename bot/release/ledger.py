@@ -53,10 +53,12 @@ class StageLedger:
 
     def read_version(self, registration: Registration) -> ModelVersion:
         """The version as Polyaxon has it now (RunError while Polyaxon is unreachable: nothing was changed)."""
-        from bot.polyaxon import GatewayError
+        from bot.polyaxon import GatewayError, PolyaxonUnreachableError
 
         try:
             return self.gateway.get_model_version(registration.polyaxon_version or "")
+        except PolyaxonUnreachableError:
+            raise  # told as the outage it is, by the command's one answer to an outage
         except GatewayError as exc:
             raise RunError(
                 f"Polyaxon is unreachable, so the stage of "

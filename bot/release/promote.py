@@ -110,11 +110,13 @@ class Promoter:
 
     def refuse_below_thresholds(self, model: str, version: str, run: Run, stage: str) -> None:
         """A version below its stage's metric thresholds is refused before any serving check starts."""
-        from bot.polyaxon import GatewayError
+        from bot.polyaxon import GatewayError, PolyaxonUnreachableError
 
         title = f"`{escape(model)}:{escape(version)}`"
         try:
             judged, _ = self.requests.metric_criteria(run, self.requests.rules(model).rule(stage))
+        except PolyaxonUnreachableError:
+            raise  # told as the outage it is, by the command's one answer to an outage
         except GatewayError as exc:
             raise RunError(
                 f"Polyaxon is unreachable, so {title}'s metrics can't be read: {self.deps.redact(exc)}. "

@@ -24,7 +24,7 @@ class Rollbacks:
 
     def rollback(self, cmd: RollbackCommand, *, user: str, channel: str) -> Reply:
         """Restore the previous holder of `cmd.stage`, retire the current one; RunError says why not."""
-        from bot.polyaxon import GatewayError
+        from bot.polyaxon import GatewayError, PolyaxonUnreachableError
 
         runs = self.deps.runs
         if user not in runs.people.approvers():
@@ -57,6 +57,8 @@ class Rollbacks:
             change = self.ledger.move(
                 restore, to_stage=cmd.stage, kind="rollback", actor=user, approvers=[], replaces=retire
             )
+        except PolyaxonUnreachableError:
+            raise  # told as the outage it is, by the command's one answer to an outage
         except GatewayError as exc:
             raise RunError(
                 f"Polyaxon did not take the rollback: {self.deps.redact(exc)}. Nothing was recorded; try again"

@@ -33,6 +33,8 @@ STATUS_EMOJI = {
     "stopped": ":octagonal_sign:",
     "lost": ":ghost:",
 }
+# The service row (`service_outages`) whose outage an active run's card tells (bot.watch.outage records it).
+OUTAGE_SERVICE = "polyaxon"
 CARD_METRICS = ("loss", "eval_loss", "learning_rate", "grad_norm", "eval_perplexity")
 
 
@@ -80,6 +82,8 @@ class CardView(BaseModel):
     failure: dict[str, Any] | None = None
     condition: str | None = None
     durations: str | None = None
+    # While Polyaxon does not answer (told once it lasted a while): the card says its state may be behind.
+    outage: str | None = None
 
 
 def card_view(
@@ -91,6 +95,7 @@ def card_view(
     recipe_presets: list[str] | None = None,
     previous_failure: str | None = None,
     now: datetime | None = None,
+    outage: str | None = None,
 ) -> CardView:
     """The card's content for a stored run (its parent, when resumed, found by the caller)."""
     metrics = {k: float(v) for k, v in run.last_metrics.items() if isinstance(v, int | float)}
@@ -128,6 +133,15 @@ def card_view(
         failure=run.failure,
         condition=run.condition if run.started_at is None else None,
         durations=durations_line(run, now) if now is not None else None,
+        outage=outage,
+    )
+
+
+def outage_line(host: str, since: datetime) -> str:
+    """The line an active run's card shows while Polyaxon does not answer."""
+    return (
+        f":warning: Polyaxon at `{escape(host)}` has not answered since {since:%H:%M} UTC: this card shows the "
+        "last state the bot saw; the bot keeps asking, and the card catches up when Polyaxon answers."
     )
 
 
@@ -210,6 +224,8 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
     if view.attempts > 1:
         status_line += f" · attempt {view.attempt}/{view.attempts}"
     lines = [status_line, f"*Requested by* {mention(view.requester)} · *Presets* {presets}"]
+    if view.outage:
+        lines.insert(1, view.outage)
     if view.durations:
         lines.append(f":stopwatch: {view.durations}")
     if view.overrides:

@@ -15,7 +15,8 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.runs.card import CardView, card_text, card_view, polyaxon_url, render_card
+from bot.runs.card import CardView, card_text, polyaxon_url, render_card
+from bot.runs.card_content import card_content
 from bot.runs.card_edits import CardEdits, content_digest
 from bot.runs.deps import RunDeps
 from bot.runs.errors import RunError
@@ -72,16 +73,8 @@ class RunThread:
         return polyaxon_url(self.deps.settings.polyaxon, run)
 
     def card_view(self, run: Run) -> CardView:
-        """The card's content for a stored run."""
-        parent_name, parent_link, previous_failure = _parent_context(self, run)
-        return card_view(
-            run,
-            polyaxon_url=self.polyaxon_url(run),
-            parent_name=parent_name,
-            parent_link=parent_link,
-            previous_failure=previous_failure,
-            now=self.deps.clock(),
-        )
+        """The card's content for a stored run (bot.runs.card_content)."""
+        return card_content(self.deps, run)
 
     def render(self, run: Run) -> tuple[str, list[dict[str, Any]]]:
         """The card's notification text and blocks, by the renderer of the run's kind."""
@@ -298,21 +291,6 @@ class RunThread:
         if fresh is None:
             raise RunError(f"run {escape(run.name)} disappeared from the database")
         return fresh
-
-
-def _parent_context(thread: RunThread, run: Run) -> tuple[str | None, str | None, str | None]:
-    """A resumed run's parent on its card: the parent's name and link, or, for an attempt of a retried run (which
-    shares the parent's card), what ended the previous attempt."""
-    if run.parent_run_id is None:
-        return None, None, None
-    with thread.deps.sessions() as s:
-        parent = repos.get_run(s, run_id=run.parent_run_id)
-    if parent is None:
-        return None, None, None
-    if parent.card_ts != run.card_ts:
-        return parent.name, thread.permalink(parent.channel, parent.card_ts), None
-    previous = str(parent.failure.get("title") or "") if parent.failure else None
-    return parent.name, None, previous
 
 
 def _stored(deps: RunDeps, run_id: int) -> Run | None:

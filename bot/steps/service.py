@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from slack_sdk import WebClient
 
 from bot.grammar import CommandError
+from bot.polyaxon import PolyaxonUnreachableError
 from bot.slack.places import PostablePlaces
 from bot.slack.threads import permalink
 from bot.steps.complete import StepCompletions
@@ -103,6 +104,15 @@ class StepService:
                 self.request_promotion(execution)
         except CommandError as exc:  # unknown recipe, a gate, not a runner, bad inputs: the step's error says why
             self.completions.fail(execution.function_execution_id, exc.message, token=execution.token)
+        except PolyaxonUnreachableError as exc:
+            # An outage, not the bot's bug: the workflow's error says so, and that running it again will do.
+            log.warning("step %s: Polyaxon is not answering: %s", execution.callback_id, exc)
+            self.completions.fail(
+                execution.function_execution_id,
+                f"Polyaxon at {exc.host} is not answering, so nothing was started or requested. "
+                "Run the workflow again in a minute.",
+                token=execution.token,
+            )
         except Exception:
             # Anything else is the bot's fault and goes to the one error handler; the workflow is told so rather than
             # left waiting on a step that will never complete.

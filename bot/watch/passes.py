@@ -107,7 +107,7 @@ class TickPasses:
                 if delivery.failed:
                     stats.errors.append(f"release webhook: {delivery.failed} event(s) not delivered, retried later")
         # Card edits held back (Slack's pace, a 429) go now with each card's newest state, where they may.
-        stats.card_edits = self.run("card_edits", w.runs.thread.flush_cards) or 0
+        stats.card_edits += self.run("card_edits", w.runs.thread.flush_cards) or 0
 
     def recover_unposted(self) -> None:
         """Tell transitions that were recorded but not posted (the bot died between the two), each on its own."""

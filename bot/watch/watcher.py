@@ -23,6 +23,7 @@ from bot.runs.parked import tell_parked
 from bot.slack.blocks import escape
 from bot.watch.changes import RESYNC_EVERY, ChangeFeed
 from bot.watch.lost import LostWatch
+from bot.watch.outage import PolyaxonOutage
 from bot.watch.passes import WATCH_RUN, TickPasses, TickStats
 from bot.watch.progress import RUNNING, Progress
 from bot.watch.report import checkpoint_step, final_eval, metrics_text, resumed_text
@@ -82,6 +83,7 @@ class Watcher:
             runs, stuck_after=stuck_after, mention=self.failures.mention, tell=self.failures.notifier.tell
         )
         self.lost = LostWatch(runs)
+        self.outage = PolyaxonOutage(runs, clock)
 
     def tick(self) -> TickStats:
         """One pass: tell unposted transitions, retry pending submissions, poll, report changes, settle the rest.
@@ -100,7 +102,7 @@ class Watcher:
 
     def _poll(self, stats: TickStats) -> RemoteView | None:
         """Polyaxon's changes since the last tick, then each run's transitions and progress; the view."""
-        from bot.polyaxon import GatewayError
+        from bot.polyaxon import GatewayError, PolyaxonUnreachableError
 
         with self.sessions() as s:
             heads = repos.active_run_heads(s)
@@ -111,11 +113,15 @@ class Watcher:
         try:
             remote = self.feed.read()
         except GatewayError as exc:
-            # Reported, never swallowed: the log says why, the next tick retries from the same cursor.
+            # Reported, never swallowed: the log says why, the next tick retries from the same cursor, and an
+            # outage that lasts is told once on the active runs' cards (bot.watch.outage).
             log.warning("watcher: Polyaxon is unreachable: %s", exc)
             stats.errors.append(str(exc))
+            if isinstance(exc, PolyaxonUnreachableError):
+                stats.card_edits += self.outage.down(exc)
             return None
         stats.polyaxon_requests += remote.requests
+        stats.card_edits += self.outage.up()
         now = self.clock()
         # Only the runs this tick has something to do with are loaded whole: those Polyaxon changed (all, after a
         # full list), those waiting to start (their deadline) and those that may be stuck. A sweep is followed as

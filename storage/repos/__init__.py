@@ -71,6 +71,7 @@ from storage.repos.notify import (
     set_notify_preference,
     unsent_requester_notices,
 )
+from storage.repos.outages import claim_outage_told, current_outage, end_outage, record_outage
 from storage.repos.preflights import (
     confirmed_run_with_pins,
     create_preflight,
@@ -177,6 +178,7 @@ __all__ = [
     "claim_digest_slot",
     "claim_follow",
     "claim_held_run",
+    "claim_outage_told",
     "claim_requester_notice",
     "claim_step_completion",
     "clear_item_failure",
@@ -189,6 +191,7 @@ __all__ = [
     "create_run",
     "create_serving_check",
     "create_sweep",
+    "current_outage",
     "delete_budget",
     "delete_digest_schedule",
     "delivery_row",
@@ -196,6 +199,7 @@ __all__ = [
     "digest_registrations",
     "digest_runs",
     "digest_sweeps",
+    "end_outage",
     "failed_runs_since",
     "find_posted_message",
     "find_runs",
@@ -256,6 +260,7 @@ __all__ = [
     "record_delivery",
     "record_item_failure",
     "record_notice",
+    "record_outage",
     "record_posted_message",
     "record_status",
     "record_step_execution",

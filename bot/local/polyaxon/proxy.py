@@ -3,7 +3,9 @@ between the bot and Polyaxon to count its requests, or to make Polyaxon look dow
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -15,12 +17,26 @@ class CountingProxy:
     def __init__(self, target_host: str) -> None:
         self.target = target_host.removeprefix("http://")
         self.requests: list[tuple[str, str]] = []
-        # While set, every request gets a 503, as from a Polyaxon behind a load balancer that is down.
+        # While set, every request gets a 503, as from a Polyaxon behind a load balancer that is down (`refuse` makes
+        # it refuse connections instead, as a stopped server does).
         self.down = False
+        # Connections open now (HTTP/1.1 keeps them): `refuse` cuts them too, as a stopped server's go.
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                with proxy._lock:
+                    proxy._open.add(self.connection)
+
+            def finish(self) -> None:
+                with proxy._lock:
+                    proxy._open.discard(self.connection)
+                super().finish()
 
             def _forward(self) -> None:
                 proxy.requests.append((self.command, self.path))
@@ -50,18 +66,38 @@ class CountingProxy:
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._handler = Handler
+        self._server: ThreadingHTTPServer | None = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._port = int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
     def host(self) -> str:
         """The proxy's base URL."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"http://127.0.0.1:{self._port}"
+
+    def refuse(self) -> None:
+        """Stop listening: a connection is refused, as by a Polyaxon server that is stopped (a redeploy)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        with self._lock:
+            live = list(self._open)
+        for connection in live:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+    def listen_again(self) -> None:
+        """Listen again on the same port (the server is back)."""
+        if self._server is None:
+            self._server = ThreadingHTTPServer(("127.0.0.1", self._port), self._handler)
+            self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+            self._thread.start()
 
     def __enter__(self) -> CountingProxy:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self.refuse()
