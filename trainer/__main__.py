@@ -13,9 +13,11 @@ def run(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     from trainer.config import parse_args
     from trainer.run import main
+    from trainer.termination import last_word
 
-    script_args, training_args, model_args, eval_args = parse_args(argv)
-    return main(script_args, training_args, model_args, eval_args)
+    with last_word():  # an exception that ends the job is its termination message (what Kubernetes relays)
+        script_args, training_args, model_args, eval_args = parse_args(argv)
+        return main(script_args, training_args, model_args, eval_args)
 
 
 if __name__ == "__main__":

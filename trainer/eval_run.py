@@ -164,4 +164,7 @@ def run(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    from trainer.termination import last_word
+
+    with last_word():  # an exception that ends the job is its termination message (what Kubernetes relays)
+        sys.exit(run())

@@ -46,6 +46,7 @@ from trainer.evaluation import (
 )
 from trainer.harness import HarnessContract, prepare_harness
 from trainer.provenance import git_revision, library_versions, local_recipe_hash, model_outputs
+from trainer.termination import tell
 from trainer.trainers import trainer_spec
 
 logger = logging.getLogger("trainer")
@@ -77,6 +78,7 @@ def _setup_logging(is_main: bool) -> None:
 
 def _resume_refused(exc: CheckpointError) -> int:
     logger.error("cannot resume: %s", exc)
+    tell(f"cannot resume: {exc}")
     return EXIT_BAD_RESUME if isinstance(exc, ResumeValueError) else EXIT_NO_CHECKPOINT
 
 
@@ -174,6 +176,7 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
         resolve_base_model(script_args, model_args)
     except BaseModelError as exc:
         logger.error("cannot start from the base run: %s", exc)
+        tell(f"cannot start from the base run: {exc}")
         return EXIT_BAD_BASE
     evaluated = [eval_args.eval_dataset_name] if eval_args.eval_dataset_name else []
     if offline_when_local(model_args.model_name_or_path, script_args.dataset_name, *evaluated):
@@ -273,6 +276,7 @@ def main(script_args: Any, training_args: Any, model_args: Any, eval_args: Any) 
         if stopper.requested:
             logger.warning("stopped at step %s; checkpoint saved", trainer.state.global_step)
             sink.log_results({"stopped_at_step": trainer.state.global_step})
+            tell(f"stopped by a signal at step {trainer.state.global_step}; its checkpoint is saved")
             return EXIT_STOPPED
         results: dict[str, Any] = {"global_step": trainer.state.global_step, "train_loss": train_result.training_loss}
         model_dir = output_dir / "model"

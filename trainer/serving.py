@@ -333,4 +333,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from trainer.termination import last_word
+
+    with last_word():  # an exception that ends the job is its termination message (what Kubernetes relays)
+        sys.exit(main())

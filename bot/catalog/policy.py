@@ -14,8 +14,9 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 # What a retry may be for: the cluster took the job away, or the host ran out of memory (another node may have
-# more), a time limit or a flaky image pull. Never the run's own faults: code, data, divergence.
-RETRYABLE = ("preempted", "node_lost", "oom_host", "timeout", "image")
+# more), a time limit, a flaky image pull or a cluster with no room at the time. Never the run's own faults: code,
+# data, divergence.
+RETRYABLE = ("preempted", "node_lost", "oom_host", "timeout", "image", "unschedulable")
 NEVER_RETRIED = ("code", "data", "nan", "dependency", "oom_cuda", "unknown")
 
 # The run's `notify=` (thread, dm or both), stored in its policy by the run service: how its requester hears that

@@ -4,7 +4,9 @@ What Kubernetes, Polyaxon and the training stack say when a job dies is scattere
 status conditions (`OOMKilled`, `Evicted`, `ImagePullBackOff`, `DeadlineExceeded`, a preemption), the exit code
 (137 is SIGKILL, 143 SIGTERM, 127 a missing command) and the last log lines (a CUDA OOM, a 401 from a hub,
 a NaN loss, a Python traceback). The order below is the order of trust: what the cluster says about the pod
-first, then specific log signatures, then a traceback's exception line, then the bare exit code.
+(over the run's whole last episode, its most specific cause first: bot.failures.cluster), then specific log
+signatures (in the log tail and in the container's termination message the operator relays), then a traceback's
+exception line, then the bare exit code.
 """
 
 from __future__ import annotations
@@ -13,14 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class Condition:
-    """One Polyaxon status condition (what the bot reads back from `get_run_statuses`)."""
-
-    type: str
-    reason: str | None = None
-    message: str | None = None
+from bot.failures.cluster import TRACEBACK, Condition, cluster_cause, relayed_container
 
 
 @dataclass(frozen=True)
@@ -43,6 +38,7 @@ TITLES = {
     "data": "Data or access error",
     "nan": "Diverged (NaN)",
     "timeout": "Timed out",
+    "unschedulable": "Could not be scheduled",
     "code": "Code error",
     "start_deadline": "Did not start in time",
     "unsupported": "Not runnable on this deployment",
@@ -50,18 +46,9 @@ TITLES = {
     "unknown": "Failed",
 }
 
-_EXIT_CODE = re.compile(r"exit(?:ed)?(?: with)? code:? (-?\d+)", re.IGNORECASE)
+_EXIT_CODE = re.compile(r"exit(?:ed)?(?: with)? code:? (-?\d+)|[A-Za-z]ExitCode (-?\d+)", re.IGNORECASE)
 _SIGNAL = re.compile(r"\bsignal (SIG[A-Z]+|\d+)", re.IGNORECASE)
 
-# What the cluster says about the pod (condition reason or message).
-_CONDITION_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("preempted", re.compile(r"preempt|DisruptionTarget|spot instance|TerminationByKubelet", re.IGNORECASE)),
-    ("node_lost", re.compile(r"NodeLost|node .*(?:lost|not ready|unreachable)|NodeShutdown|LocalAgentRestart", re.I)),
-    ("oom_host", re.compile(r"OOMKilled|OutOfmemory|low on resource: memory", re.IGNORECASE)),
-    ("preempted", re.compile(r"\bEvicted\b", re.IGNORECASE)),
-    ("image", re.compile(r"ErrImagePull|ImagePullBackOff|InvalidImageName|ErrImageNeverPull|manifest unknown", re.I)),
-    ("timeout", re.compile(r"DeadlineExceeded|active longer than specified deadline|timed? ?out", re.IGNORECASE)),
-)
 # Polyaxon's converter refusing the operation (`Converter Error. Specification with run kind: pytorchjob is not
 # supported in this deployment version.`): the agent could not turn it into anything it can start.
 _UNSUPPORTED = re.compile(r"not supported in this deployment|Converter ?Error", re.IGNORECASE)
@@ -115,7 +102,7 @@ _LOG_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
 )
 
-_TRACEBACK = "Traceback (most recent call last):"
+_TRACEBACK = TRACEBACK
 # The exception line that closes a traceback: `pkg.mod.SomeError: message`, or a bare `KeyError`.
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::.*)?$")
 # Rank tags (`[rank0]:`, `[rank1]:[E1203 …]`) and a container prefix (`main | `) in front of a log line.
@@ -127,7 +114,7 @@ def exit_code_of(conditions: Sequence[Condition]) -> int | None:
     for condition in reversed(conditions):
         match = _EXIT_CODE.search(f"{condition.reason or ''} {condition.message or ''}")
         if match:
-            return int(match.group(1))
+            return int(match.group(1) or match.group(2))
     return None
 
 
@@ -138,15 +125,13 @@ def classify(conditions: Sequence[Condition], lines: Sequence[str], exit_code: i
     `exit_code`: the main container's exit code when the caller knows it (else read from the conditions).
     """
     code = exit_code if exit_code is not None else exit_code_of(conditions)
-    # The failed condition tells the most about the pod: check it (and any warning before it) first.
-    for condition in reversed(conditions):
-        text = " ".join(part for part in (condition.reason, condition.message) if part)
-        # Its message may quote log lines (the local agent's does): those are judged as logs below.
-        head = text.split("\n", 1)[0]
-        for kind, pattern in _CONDITION_RULES:
-            if pattern.search(head):
-                return Failure(kind, _cut(head), code)
-    log = [_strip(line) for line in lines if line.strip()]
+    # What the cluster names, over the run's last episode: the most specific cause, and what ended it.
+    cause = cluster_cause(conditions)
+    if cause is not None:
+        return Failure(cause.kind, _cut(cause.evidence()), code)
+    # The container's termination message (the trainer's last word, or its log's last lines) is read as log.
+    _, _, said = relayed_container(conditions)
+    log = [_strip(line) for line in [*lines, *(said or "").splitlines()] if line.strip()]
     for kind, pattern in _LOG_RULES:
         # Where the loss first went NaN says when it diverged; for the rest the last sign is the cause.
         hit = _first_match(log, pattern) if kind == "nan" else _last_match(log, pattern)
@@ -171,12 +156,7 @@ def classify(conditions: Sequence[Condition], lines: Sequence[str], exit_code: i
 def condition_text(conditions: Sequence[Condition]) -> str | None:
     """`Reason: message` of the newest status condition that says something (the failed one, normally), on one
     line; a Python traceback the agent appends to its message is left out (its last line is in the message)."""
-    for condition in reversed(conditions):
-        message = (condition.message or "").split(_TRACEBACK, 1)[0]
-        parts = [" ".join(part.split()) for part in (condition.reason, message) if part and part.strip()]
-        if parts:
-            return ": ".join(parts)
-    return None
+    return next((text for condition in reversed(conditions) if (text := condition.text())), None)
 
 
 def exception_line(lines: Sequence[str]) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -10,6 +11,8 @@ from bot.slack.blocks import escape, human_duration
 from storage.models import Run
 
 _BATCH_KEYS = ("per_device_train_batch_size", "micro_batch_size")
+# The cluster named the disruption (a preemption, a spot reclaim, an eviction), rather than only a killed container.
+_NAMED_DISRUPTION = re.compile(r"preempt|DisruptionTarget|spot|Evict|shutdown|low on resource|Taint", re.IGNORECASE)
 
 
 def hint(
@@ -32,7 +35,12 @@ def hint(
             f"or a preset with more RAM than {', '.join(presets) or 'this one'}."
         )
     if kind == "preempted":
-        return "The cluster took the node back (spot/preemption): resume from the last checkpoint, nothing to fix."
+        if _NAMED_DISRUPTION.search(failure.evidence):
+            return "The cluster took the node back (spot/preemption): resume from the last checkpoint, nothing to fix."
+        return (
+            "Something outside the job ended its container (a preemption, an eviction or a drained node; running out "
+            "of memory would say OOMKilled): resume from the last checkpoint, nothing to fix."
+        )
     if kind == "node_lost":
         return "The node (or the agent running the job) went away: resume from the last checkpoint."
     if kind == "image":
@@ -48,6 +56,12 @@ def hint(
         lr = params.get("learning_rate")
         lower = f"`lr={float(lr) / 10:g}`" if isinstance(lr, int | float) and lr > 0 else "a lower learning rate"
         return f"The loss diverged: try {lower}, warmup (`warmup_ratio=0.05`), or bf16 instead of fp16."
+    if kind == "unschedulable":
+        return (
+            "No node could take it (the scheduler's words above): choose a preset the cluster has room for "
+            f"(`/finetune presets`; this run asked for {', '.join(presets) or 'its defaults'}), or ask the platform "
+            "team about capacity or quota."
+        )
     if kind == "timeout":
         return "A time limit ended it (the preset's timeout or a collective op): raise the limit or check the workers."
     if kind == "code":
@@ -88,6 +102,20 @@ def failed_text(record: Mapping[str, Any], *, attempt_label: str) -> str:
         f":x: *failed*{attempt_label} — *{escape(str(record['title']))}*: `{escape(str(record['evidence']))}`\n"
         f":bulb: {escape(str(record['hint']))}"
     )
+
+
+# Polyaxon's terminal statuses for a run that never ran, as its scheduler writes them (haupt's manager.py).
+NEVER_RAN = {
+    "upstream_failed": (":x:", "it never started: an operation it depends on did not succeed"),
+    "skipped": (":fast_forward:", "Polyaxon skipped it: it never started"),
+}
+
+
+def never_ran_text(status: str, said: str | None) -> str:
+    """The transition of a run Polyaxon ended before it ran, with Polyaxon's own words."""
+    emoji, what = NEVER_RAN.get(status, (":grey_question:", "it ended before it started"))
+    words = f" (Polyaxon: _{escape(said)}_)" if said else ""
+    return f"{emoji} *{escape(status)}* — {what}{words}."
 
 
 def retry_text(record: Mapping[str, Any]) -> str:

@@ -16,13 +16,15 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from bot.failures.classify import Condition, Failure, classify
+from bot.failures.classify import Failure, classify
+from bot.failures.cluster import Condition, informative
 from bot.failures.policy import attempts_allowed, decide_retry
 from bot.failures.render import (
     deadline_text,
     failed_text,
     failure_record,
     hint,
+    never_ran_text,
     resume_hint,
     retry_text,
     routed_text,
@@ -54,17 +56,12 @@ FAILED_TAIL_LINES = 400
 WAITING = frozenset(
     {"created", "compiled", "queued", "scheduled", "starting", "on_schedule", "unschedulable", "warning", "retrying"}
 )
-# Conditions Polyaxon and the local agent write for every run (`OperationServiceInit: Run is created`,
-# `SchedulerPrepare`, the agent's own): its lifecycle, not a reason to wait, not worth a post.
-_ROUTINE_PREFIXES = ("Operation", "Scheduler", "Agent", "Polyaxon", "LocalAgent", "StateManager", "EventHandler")
 PENDING_MESSAGES = {
     "approval": "Polyaxon holds it until someone approves it there (the operation has isApproved: false)",
     "upload": "Polyaxon waits for its code or files to be uploaded",
     "build": "Polyaxon waits for its image build",
     "cache": "Polyaxon is checking its cache",
 }
-# Statuses that say something holds the run: always told.
-_PROBLEM_TYPES = frozenset({"unschedulable", "warning", "retrying"})
 # How far back the tick looks for failed attempts whose retry is still due (a crash between the two).
 RETRY_WINDOW = timedelta(days=1)
 
@@ -238,18 +235,18 @@ class FailureService:
             if info is not None:
                 info.conditions = self.deps.gateway.run_conditions(uuid)
                 requests += 1
-                run = self._tell_condition(run, info)
+                if info.status == run.status:
+                    # Still waiting as recorded: a new reason is told here. A run whose status moved on (started,
+                    # failed, another waiting status) is told by its transition, with its reason, once.
+                    run = self._tell_condition(run, info)
             requests += self._enforce_deadline(run, info, now)
         return requests
 
     def _tell_condition(self, run: Run, info: RunInfo) -> Run:
-        told = [(c.reason, c.message) for c in info.conditions if informative(c.type, c.reason, c.message)]
-        if info.pending:
-            # Polyaxon holds it before any queue: the newest reason to wait.
-            told.append((f"Pending {info.pending}", PENDING_MESSAGES.get(info.pending, "held by Polyaxon")))
-        if not told:
+        told = waiting_reason(info)
+        if told is None:
             return run
-        reason, message = told[-1]
+        reason, message = told
         key = condition_key(reason, message)
         if key == run.condition:
             return run
@@ -310,6 +307,10 @@ class FailureService:
         total = attempts_allowed(run.policy)
         return f" (attempt {run.attempt}/{total})" if total > 1 else ""
 
+    def never_ran_text(self, run: Run, status: str, said: str | None) -> str:
+        """Polyaxon ended a run before it ran (`upstream_failed`, `skipped`): its words, how to go on, the requester."""
+        return self.with_mention(never_ran_text(status, said) + resume_hint(run), run)
+
     def stopped_text(self, run: Run) -> str:
         """The stopped transition: why the bot stopped it when it did, and who is told."""
         failure = run.failure or {}
@@ -324,11 +325,16 @@ def _mark_retried(session: Any, run: Run, name: str) -> None:
         repos.update_run(session, parent, failure={**(parent.failure or {}), "retry": "started", "retried_as": name})
 
 
-def informative(kind: str, reason: str | None, message: str | None) -> bool:
-    """Whether a status condition says why a run waits (a scheduling problem, a pull back-off), not routine."""
-    if kind in _PROBLEM_TYPES:
-        return bool(reason or message)
-    return bool(reason) and not str(reason).startswith(_ROUTINE_PREFIXES)
+def waiting_reason(info: RunInfo) -> tuple[str | None, str | None] | None:
+    """Why a run that has not started waits now, as (reason, message): Polyaxon's hold before any queue, else its
+    newest condition when that says something (a routine step, `OperatorController: Operation is starting`, does
+    not); None when nothing does."""
+    if info.pending:
+        return f"Pending {info.pending}", PENDING_MESSAGES.get(info.pending, "held by Polyaxon")
+    newest = info.conditions[-1] if info.conditions else None
+    if newest is None or newest.type != info.status or not informative(newest.type, newest.reason, newest.message):
+        return None
+    return newest.reason, newest.message
 
 
 def condition_key(reason: str | None, message: str | None) -> str:

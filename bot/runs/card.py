@@ -32,6 +32,11 @@ STATUS_EMOJI = {
     "failed": ":x:",
     "stopped": ":octagonal_sign:",
     "lost": ":ghost:",
+    "upstream_failed": ":x:",
+    "skipped": ":fast_forward:",
+    "warning": ":warning:",
+    "unschedulable": ":warning:",
+    "retrying": ":repeat:",
 }
 # The service row (`service_outages`) whose outage an active run's card tells (bot.watch.outage records it).
 OUTAGE_SERVICE = "polyaxon"

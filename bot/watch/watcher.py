@@ -16,7 +16,8 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from bot.failures import WAITING, FailureService, condition_key
+from bot.failures import WAITING, Condition, FailureService, condition_key, informative, routine_warning
+from bot.failures.render import waiting_text
 from bot.redact import redact
 from bot.runs import RunService
 from bot.runs.parked import tell_parked
@@ -191,16 +192,23 @@ class Watcher:
             if not info.conditions:  # a listed run does not carry them: the transition's reason is in them
                 info.conditions = self.gateway.run_conditions(uuid)
                 stats.polyaxon_requests += 1
-            self._report(run, info, stats)
-            stats.transitions += 1
-            return
+            if routine_warning([Condition(c.type, c.reason, c.message) for c in info.conditions]):
+                # The operator's `warning: ContainersNotReady: containers with unready status: […]` while the pod's
+                # init containers run, on every run: the run is starting, and nothing is wrong.
+                info.status = "starting"
+            if info.status != run.status:
+                self._report(run, info, stats)
+                stats.transitions += 1
+                return
         if run.status in RUNNING:
             stats.refreshed += int(self.progress.note(run, info, now))
 
     def _report(self, run: Run, info: RunInfo, stats: TickStats) -> None:
         status = info.status
         condition = next((c for c in reversed(info.conditions) if c.type == status), None)
-        reason = (condition.message or condition.reason) if condition is not None else None
+        # A routine step's words (`OperatorController: Operation is running`) say nothing the status does not.
+        said = condition is not None and informative(condition.type, condition.reason, condition.message)
+        reason = (condition.message or condition.reason) if condition is not None and said else None
         fields: dict[str, Any] = {"last_activity_at": self.clock()}
         # Polyaxon stamps `started_at` on a run stopped before it ever ran: only a run seen running (or that
         # succeeded between two ticks) has started, or the card would say a held run "ran".
@@ -236,9 +244,20 @@ class Watcher:
             stats.polyaxon_requests += 1
         elif status == "stopped":
             text = self.failures.stopped_text(run)
+        elif status in WAITING and condition is not None and said:
+            # Why it waits is told with this transition, once: the waiting check does not tell it again.
+            fields["condition"] = condition_key(condition.reason, condition.message)
+            message = redact(condition.message or "", extra_secrets=self.runs.secrets) or None
+            text = waiting_text(condition.reason, message, status)
         elif status in WAITING:
-            # Told with this transition: the waiting check does not tell the same condition again.
-            fields["condition"] = condition_key(condition.reason, condition.message) if condition else None
+            fields["condition"] = None  # a routine step: whatever it waited on before is over
+        elif status in {"upstream_failed", "skipped"}:
+            words = (
+                redact(condition.message or condition.reason or "", extra_secrets=self.runs.secrets)
+                if condition
+                else ""
+            )
+            text = self.failures.never_ran_text(run, status, words or None)
         fresh = self.runs.thread.transition(run, status=status, message=reason, text=text, **fields)
         # By direct message too, when they chose it (`notify=`): once per run and reason, never raising.
         self.failures.notifier.tell_end(fresh, status)

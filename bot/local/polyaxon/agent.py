@@ -55,10 +55,10 @@ def build_agent(settings: AgentSettings) -> Any:
     from polyaxon._runner.agent.client import AgentClient
     from polyaxon._runner.agent.sync_agent import BaseSyncAgent
     from polyaxon._schemas.client import ClientConfig
-    from polyaxon._schemas.lifecycle import V1Statuses
     from polyaxon.client import PolyaxonClient, RunClient
 
     from bot.local.polyaxon.executor import LocalProcessExecutor, RunNotFoundError
+    from bot.local.polyaxon.steps.termination import pod_spec
 
     # POLYAXON_NO_CONFIG=true leaves CLIENT_CONFIG pointing at localhost:8000: set it from our
     # settings; AGENT_CONFIG comes from POLYAXON_AGENT_ARTIFACTS_STORE / _CONNECTIONS.
@@ -136,7 +136,11 @@ def build_agent(settings: AgentSettings) -> Any:
             if not resource:
                 return  # prepare_run_resource already logged the run as failed
             try:
-                self.local.create(run_uuid=uuid, run_kind=run_data[1], resource=resource, owner=owner, project=project)
+                # What Kubernetes would hold of the pod (the Job's deadline, the termination message policy).
+                pod = pod_spec(run_data[3])
+                self.local.create(
+                    run_uuid=uuid, run_kind=run_data[1], resource=resource, owner=owner, project=project, pod=pod
+                )
             except Exception as exc:
                 self.client.log_run_failed(run_owner=owner, run_project=project, run_uuid=uuid, exc=exc)
 
@@ -145,15 +149,17 @@ def build_agent(settings: AgentSettings) -> Any:
             try:
                 self.local.stop(run_uuid=uuid, run_kind=run_data[1])
             except RunNotFoundError:
-                # Not started yet (or lost in an agent restart): there is nothing to kill.
-                report(owner, project, uuid, V1Statuses.STOPPED, "LocalAgent", "No live process; stopped.")
+                # Not started yet (or lost in an agent restart): nothing to kill. Polyaxon's agent says so when the
+                # operation it is asked to stop is not on the cluster (a 404).
+                self.client.log_run_stopped(run_owner=owner, run_project=project, run_uuid=uuid)
 
         def check_run(self, run_data: Any) -> None:
             owner, project, uuid = _run_info(run_data[0])
             try:
                 self.local.get(run_uuid=uuid, run_kind=run_data[1])
             except RunNotFoundError:
-                report(owner, project, uuid, V1Statuses.FAILED, "LocalAgent", "No live process for this run.")
+                # Polyaxon's agent, for a run the server thinks is on the cluster and the cluster does not have.
+                self.client.log_run_stopped(run_owner=owner, run_project=project, run_uuid=uuid)
 
     return LocalAgent()
 
@@ -193,18 +199,21 @@ def fail_stale_jobs(settings: AgentSettings, report: Callable[[str, str, str, st
 
 def run_agent(settings: AgentSettings) -> int:
     """Run the agent loop until SIGTERM/SIGINT; stop every live run before returning."""
-    from polyaxon._schemas.lifecycle import V1Statuses
+    from bot.local.polyaxon.steps.status import LOST
 
     agent = build_agent(settings)
 
     def report_stale(owner: str, project: str, uuid: str, message: str) -> None:
+        # The job's process died with the agent: on a cluster, a pod whose node went away (the operator relays the
+        # container kubelet could not find). The agent's own words go to its log.
+        _log.warning("run %s: %s", uuid, message)
         agent.client.log_run_status(
             run_owner=owner,
             run_project=project,
             run_uuid=uuid,
-            status=V1Statuses.FAILED,
-            reason="LocalAgentRestart",
-            message=message,
+            status=LOST.status,
+            reason=LOST.reason,
+            message=LOST.message,
         )
 
     fail_stale_jobs(settings, report_stale)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+import time
 from typing import IO, Any, cast
 
 from polyaxon._local_process import process_types
@@ -28,6 +29,8 @@ from bot.local.polyaxon.steps.init import job_env, run_init_steps, write_shims
 from bot.local.polyaxon.steps.job import Job, JobPaths
 from bot.local.polyaxon.steps.status import StatusReporter
 from bot.local.polyaxon.steps.sync import SummarySyncer, final_sync, wait_syncing
+from bot.local.polyaxon.steps.termination import PATH_ENV as TERMINATION_PATH_ENV
+from bot.local.polyaxon.steps.termination import PodSpec, termination_message
 
 _log = logging.getLogger(__name__)
 
@@ -78,6 +81,7 @@ class LocalProcessExecutor(BaseExecutor):
         namespace: str | None = None,
         owner: str | None = None,
         project: str | None = None,
+        pod: PodSpec | None = None,
     ) -> dict[str, Any]:
         """Start a run in a thread of its own; the agent's pool must not block on it."""
         with self._lock:
@@ -88,6 +92,7 @@ class LocalProcessExecutor(BaseExecutor):
                 project=project or "",
                 uuid=run_uuid,
                 containers=list(resource),
+                pod=pod or PodSpec(),
             )
             job.thread = threading.Thread(target=self._run_job, args=(job,), name=f"job-{run_uuid[:8]}")
             self._jobs[run_uuid] = job
@@ -156,7 +161,11 @@ class LocalProcessExecutor(BaseExecutor):
         outcome = status.NOT_STARTED
         try:
             paths.make()
+            # The Job exists (starting), its pod waits on its init steps (the operator's routine warning), then the
+            # main container runs; the Job's deadline counts from its start, as Kubernetes counts it.
             status.report_progress(self._report, job, V1Statuses.STARTING)
+            deadline = time.monotonic() + job.pod.deadline_s if job.pod.deadline_s else None
+            status.report_pod_starting(self._report, job)
             *init_steps, main = job.containers
             with paths.log.open("ab") as log_file:
                 ended = run_init_steps(
@@ -168,9 +177,15 @@ class LocalProcessExecutor(BaseExecutor):
                 status.report_progress(self._report, job, V1Statuses.RUNNING)
                 self._run_step(job, main, paths, log_file, wait=False, init_step=False)
                 assert job.proc is not None
-                code = wait_syncing(job, job.proc, paths, self._sync_summaries, self._settings.sync_interval_s)
+                code = wait_syncing(
+                    job, job.proc, paths, self._sync_summaries, self._settings.sync_interval_s,
+                    deadline=deadline, grace_s=self._settings.stop_grace_s,
+                )  # fmt: skip
                 process.drain(job)
-            outcome = status.finished(code, stopped=job.stop_requested.is_set(), tail=job.tail)
+            said = termination_message(paths.termination, policy=job.pod.message_policy, code=code, tail=job.tail)
+            outcome = status.finished(
+                code, stopped=job.stop_requested.is_set(), deadline=job.deadline_exceeded.is_set(), said=said
+            )
         except Exception as exc:  # the run must end in a final status whatever went wrong here
             _log.exception("run %s failed in the local executor", job.uuid)
             outcome = status.executor_failed(exc)
@@ -193,11 +208,14 @@ class LocalProcessExecutor(BaseExecutor):
         init_step: bool,
     ) -> int | None:
         argv = process.command(container)
+        env = job_env(self._settings, container, paths.home, init_step=init_step)
+        if not init_step:
+            env[TERMINATION_PATH_ENV] = str(paths.termination)  # kubelet's /dev/termination-log, for this job
         return process.run(
             job,
             container,
             argv,
-            env=job_env(self._settings, container, paths.home, init_step=init_step),
+            env=env,
             cwd=container.working_dir or self._settings.workdir,
             log_file=log_file,
             record=paths.record,

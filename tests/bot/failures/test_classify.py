@@ -205,6 +205,217 @@ CASES = [
 ]
 
 
+# As Polyaxon's Kubernetes operator and haupt write them (docs/local-polyaxon.md has the sources): a run's history
+# as `get_run_statuses` returns it, oldest first.
+SCHEDULED = [
+    Condition("created", "OperationServiceInit", "Run is created"),
+    Condition("compiled", "SchedulerPrepare", "Run is compiled"),
+    Condition("queued", "SchedulerStart", "Run is queued"),
+    Condition("scheduled", "AgentController", "Operation is scheduled"),
+    Condition("starting", "OperatorController", "Operation is starting"),
+]
+RAN = [*SCHEDULED, Condition("running", "OperatorController", "Operation is running")]
+PULL = Condition("warning", "ImagePullBackOff", 'Back-off pulling image "ghcr.io/acme/trainer@sha256:dead"')
+DEADLINE = Condition("failed", "DeadlineExceeded", "Job was active longer than specified deadline")
+BACKOFF = "Job has reached the specified backoff limit"
+NO_NODE = (
+    "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: "
+    "3 No preemption victims found for incoming pod.."
+)
+
+OPERATOR_CASES = [
+    # (id, conditions, log lines, kind, words the evidence must hold)
+    ("pull back-off until the deadline", [*SCHEDULED, PULL, DEADLINE], [], "image", ["ImagePullBackOff", "then"]),
+    ("ran until the deadline", [*RAN, DEADLINE], ["{'loss': 2.1}"], "timeout", ["DeadlineExceeded"]),
+    (
+        "a pull back-off before it ran is not why it failed",
+        [
+            *SCHEDULED,
+            PULL,
+            Condition("running", "OperatorController", "Operation is running"),
+            Condition("failed", "BackoffLimitExceeded", BACKOFF),
+        ],
+        lines(TRACEBACK),
+        "code",
+        ["ValueError"],
+    ),
+    (
+        "unschedulable until the deadline",
+        [*SCHEDULED, Condition("warning", "ContainersNotReady", NO_NODE), DEADLINE],
+        [],
+        "unschedulable",
+        ["0/3 nodes are available", "DeadlineExceeded"],
+    ),
+    (
+        "OOM relayed by the operator (its termination message from the log)",
+        [
+            *RAN,
+            Condition(
+                "failed",
+                "BackoffLimitExceeded",
+                BACKOFF + " (Pod: <reason: OOMKilledExitCode 137, "
+                "message {'loss': 2.01, 'grad_norm': 1.3}\n{'loss': 1.98})",
+            ),
+        ],
+        [],
+        "oom_host",
+        ["OOMKilled"],
+    ),
+    (
+        "OOM as newer operators word it",
+        [
+            *RAN,
+            Condition(
+                "failed",
+                "BackoffLimitExceeded",
+                BACKOFF + " after 1 failed attempt(s): Main container "
+                '"polyaxon-main" in pod "sft-abc-x1" exit code 137 (OOMKilled): ',
+            ),
+        ],
+        [],
+        "oom_host",
+        ["OOMKilled"],
+    ),
+    (
+        "the trainer's termination message names the exception",
+        [
+            *RAN,
+            Condition(
+                "failed",
+                "BackoffLimitExceeded",
+                BACKOFF + " (Pod: <reason: ErrorExitCode 1, message "
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB)",
+            ),
+        ],
+        [],
+        "oom_cuda",
+        ["CUDA out of memory"],
+    ),
+    (
+        "preemption by the pod failure policy",
+        [
+            *RAN,
+            Condition(
+                "failed",
+                "PodFailurePolicy",
+                "Pod default/sft-abc-x1 has condition DisruptionTarget matching FailJob rule at index 0",
+            ),
+        ],
+        ["{'loss': 2.1}"],
+        "preempted",
+        ["DisruptionTarget"],
+    ),
+    (
+        "SIGTERM from outside (a drained node), the trainer's orderly stop",
+        [
+            *RAN,
+            Condition(
+                "failed",
+                "BackoffLimitExceeded",
+                BACKOFF + " (Pod: <reason: ErrorExitCode 143, message "
+                "stopped by SIGTERM at step 40: checkpoint-40 is complete)",
+            ),
+        ],
+        [],
+        "preempted",
+        ["ErrorExitCode 143"],
+    ),
+    (
+        "the deadline's own SIGTERM is the deadline",
+        [
+            *RAN,
+            Condition(
+                "failed",
+                "DeadlineExceeded",
+                "Job was active longer than specified deadline (Pod: <reason: "
+                "ErrorExitCode 143, message stopped by SIGTERM at step 40: checkpoint-40 is complete)",
+            ),
+        ],
+        [],
+        "timeout",
+        ["DeadlineExceeded"],
+    ),
+    (
+        "evicted for disk pressure",
+        [
+            *RAN,
+            Condition(
+                "failed",
+                "BackoffLimitExceeded",
+                BACKOFF + " (Pod: <reason: PodFailed, message The node "
+                "was low on resource: ephemeral-storage. Threshold quantity: 10057513974, available: "
+                "9670764Ki. )",
+            ),
+        ],
+        [],
+        "preempted",
+        ["ephemeral-storage"],
+    ),
+    (
+        "the node went away",
+        [
+            *RAN,
+            Condition(
+                "failed",
+                "BackoffLimitExceeded",
+                BACKOFF + " (Pod: <reason: ContainerStatusUnknownExitCode "
+                "137, message The container could not be located when the pod was terminated)",
+            ),
+        ],
+        [],
+        "node_lost",
+        ["ContainerStatusUnknown"],
+    ),
+    (
+        "a PyTorchJob's worker replica raised",
+        [
+            *RAN,
+            Condition(
+                "failed", "PyTorchJobFailed", "PyTorchJob sft-ddp-x is failed because 1 Worker replica(s) failed."
+            ),
+        ],
+        lines(RANK_PREFIXED),
+        "code",
+        ["KeyError"],
+    ),
+    (
+        "the backoff limit and nothing else",
+        [*RAN, Condition("failed", "BackoffLimitExceeded", BACKOFF)],
+        [],
+        "refused",
+        ["BackoffLimitExceeded: Job has reached the specified backoff limit"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("conditions", "log", "kind", "words"), [c[1:] for c in OPERATOR_CASES], ids=[c[0] for c in OPERATOR_CASES]
+)
+def test_what_the_operator_writes_is_classified_by_its_most_specific_cause(
+    conditions: list[Condition], log: list[str], kind: str, words: list[str]
+) -> None:
+    failure = classify(conditions, log)
+    assert failure.kind == kind, failure
+    for word in words:
+        assert word in failure.evidence, failure
+
+
+def test_a_cause_and_the_end_it_led_to_are_both_quoted() -> None:
+    failure = classify([*SCHEDULED, PULL, DEADLINE], [])
+    assert failure.evidence == (
+        'ImagePullBackOff: Back-off pulling image "ghcr.io/acme/trainer@sha256:dead" — then '
+        "DeadlineExceeded: Job was active longer than specified deadline"
+    )
+    text = hint(failure, params={}, presets=["gpu-1x"], recipe="sft-tiny")
+    assert "pulled" in text and "raise the limit" not in text
+
+
+def test_the_exit_code_comes_from_the_container_the_operator_relays() -> None:
+    old = [Condition("failed", "BackoffLimitExceeded", BACKOFF + " (Pod: <reason: OOMKilledExitCode 137, message x)")]
+    new = [Condition("failed", "BackoffLimitExceeded", BACKOFF + ' … "main" exit code 2 (Error): bad args')]
+    assert exit_code_of(old) == 137 and exit_code_of(new) == 2
+
+
 @pytest.mark.parametrize(("conditions", "log", "kind", "evidence"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_each_failure_is_classified_with_the_line_that_shows_it(
     conditions: list[Condition], log: list[str], kind: str, evidence: str

@@ -99,7 +99,7 @@ def test_a_bare_yaml_on_key_means_on() -> None:
 
 
 def test_only_conditions_that_say_why_a_run_waits_are_told() -> None:
-    from bot.failures.service import informative
+    from bot.failures import informative
 
     assert not informative("created", "OperationServiceInit", "Run is created")
     assert not informative("queued", "SchedulerPrepare", "Run is queued")
@@ -107,3 +107,29 @@ def test_only_conditions_that_say_why_a_run_waits_are_told() -> None:
     assert informative("unschedulable", "PodUnschedulable", "0/3 nodes are available: 3 Insufficient nvidia.com/gpu")
     assert informative("warning", None, 'Back-off pulling image "ghcr.io/acme/trainer@sha256:dead"')
     assert informative("queued", "ImagePullBackOff", "Back-off pulling image")
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason", "message", "told"),
+    [
+        ("scheduled", "AgentController", "Operation is scheduled", False),
+        ("starting", "OperatorController", "Operation is starting", False),
+        ("running", "OperatorController", "Operation is running", False),
+        ("succeeded", "OperatorController", "Operation has succeeded", False),
+        ("stopped", "OperatorFinalizer", "Operation stopped in finalizer", False),
+        ("stopping", "StateManager", "Run is stopping; User requested to stop the run.", False),
+        # kubelet's Ready condition while the init containers run, relayed by the operator on every run.
+        ("warning", "ContainersNotReady", "containers with unready status: [polyaxon-main polyaxon-sidecar]", False),
+        ("warning", "PodPending", "Pod is still pending without conditions", False),
+        # The scheduler's message under the same reason, a pull back-off, a failed attempt Kubernetes retries.
+        ("warning", "ContainersNotReady", "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.", True),
+        ("warning", "ImagePullBackOff", 'Back-off pulling image "ghcr.io/acme/trainer@sha256:dead"', True),
+        ("warning", "InitContainerImagePullBackOff", 'Back-off pulling image "polyaxon/polyaxon-init:2.18"', True),
+        ("warning", "OperatorController", "Underlaying job has an issue", True),
+        ("warning", "OperatorCreateJob", 'admission webhook "quota.example.com" denied the request', True),
+    ],
+)
+def test_the_operator_s_routine_steps_are_not_reasons_to_wait(kind: str, reason: str, message: str, told: bool) -> None:
+    from bot.failures import informative
+
+    assert informative(kind, reason, message) is told

@@ -129,8 +129,11 @@ def test_failing_command_fails_with_its_last_log_lines(gateway: PolyaxonGateway)
     done = plx.wait_for_status(gateway, run.uuid, {"succeeded", "failed"}, timeout_s=60)
     assert done.status == "failed"
     failed = [c for c in gateway.get_run(run.uuid).conditions if c.type == "failed"][-1]
+    # As the operator words it: the Job's backoff limit, then the failed pod's main container with its termination
+    # message (kubelet's fallback to the log's last lines: terminationMessagePolicy FallbackToLogsOnError).
+    assert failed.reason == "BackoffLimitExceeded"
     assert failed.message is not None and "ValueError: boom: dataset missing" in failed.message
-    assert "Exit code 1" in failed.message
+    assert failed.message.startswith("Job has reached the specified backoff limit (Pod: <reason: ErrorExitCode 1, ")
     tail = [line.value for line in gateway.tail_logs(run.uuid, lines=4).lines]
     assert tail[-1] == "ValueError: boom: dataset missing"
     assert "about to fail" in [line.value for line in gateway.tail_logs(run.uuid, lines=50).lines]

@@ -106,9 +106,8 @@ def run_init_steps(
         if code != 0 and job.stop_requested.is_set():
             break
         if code != 0:
-            outcome = status.init_failed(step.name, code)
-            logs.note(job, outcome.message)
-            return outcome
+            logs.note(job, f"Init step {step.name} exited with code {code}.")
+            return status.init_failed()
     if job.stop_requested.is_set():
         return status.STOPPED_BEFORE_START
     return None

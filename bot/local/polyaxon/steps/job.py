@@ -11,6 +11,7 @@ from typing import IO, Protocol
 from polyaxon._local_process import process_types
 
 from bot.local.polyaxon.config import StackLayout
+from bot.local.polyaxon.steps.termination import MAX_LOG_LINES, PodSpec
 
 
 class JobProcess(Protocol):
@@ -42,7 +43,11 @@ class Job:
     proc: JobProcess | None = None
     stop_requested: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
-    tail: deque[str] = field(default_factory=lambda: deque(maxlen=20))
+    pod: PodSpec = field(default_factory=PodSpec)
+    # Set when the Job's deadline ended it (the executor terminated it as the Job controller would).
+    deadline_exceeded: threading.Event = field(default_factory=threading.Event)
+    # The last log lines: what kubelet reads for a termination message with FallbackToLogsOnError.
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=MAX_LOG_LINES))
     log_lock: threading.Lock = field(default_factory=threading.Lock)
     readers: list[threading.Thread] = field(default_factory=list)
 
@@ -56,6 +61,7 @@ class JobPaths:
     home: Path  # a clean HOME, removed when the run ends
     log: Path  # JSON-lines logs, in the store only
     record: Path  # the live process group, so nothing outlives the stack
+    termination: Path  # the main container's termination message (kubelet's /dev/termination-log)
 
     @classmethod
     def of(cls, layout: StackLayout, uuid: str) -> JobPaths:
@@ -67,6 +73,7 @@ class JobPaths:
             home=layout.homes / uuid,
             log=store_run / "plxlogs" / "logs.jsonl",
             record=layout.jobs / f"{uuid}.json",
+            termination=layout.homes / uuid / "termination-log",
         )
 
     def make(self) -> None:

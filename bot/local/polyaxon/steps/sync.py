@@ -6,11 +6,14 @@ import logging
 import os
 import shutil
 import subprocess
+import threading
+import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from bot.local.polyaxon.steps.job import Job, JobPaths, JobProcess
+from bot.local.polyaxon.steps.process import terminate
 
 # The executor's logger: these lines keep the name they had in the agent's log.
 _log = logging.getLogger("bot.local.polyaxon.executor")
@@ -62,8 +65,18 @@ def sync_run(job: Job, paths: JobPaths, sync_summaries: SummarySyncer, last_chec
     return started
 
 
-def wait_syncing(job: Job, proc: JobProcess, paths: JobPaths, sync_summaries: SummarySyncer, interval_s: float) -> int:
-    """Wait for the main process, syncing every `interval_s` while it runs; its exit code."""
+def wait_syncing(
+    job: Job,
+    proc: JobProcess,
+    paths: JobPaths,
+    sync_summaries: SummarySyncer,
+    interval_s: float,
+    *,
+    deadline: float | None = None,
+    grace_s: float = 10.0,
+) -> int:
+    """Wait for the main process, syncing every `interval_s` while it runs; its exit code. Past `deadline` (a
+    monotonic time: the Job's activeDeadlineSeconds) the job is terminated as the Job controller deletes its pod."""
     last_check: datetime | None = None
     while True:
         try:
@@ -71,6 +84,10 @@ def wait_syncing(job: Job, proc: JobProcess, paths: JobPaths, sync_summaries: Su
             break
         except subprocess.TimeoutExpired:
             last_check = sync_run(job, paths, sync_summaries, last_check)
+        if deadline is not None and time.monotonic() >= deadline and not job.deadline_exceeded.is_set():
+            job.deadline_exceeded.set()
+            _log.info("run %s is past its deadline: terminating it", job.uuid)
+            threading.Thread(target=terminate, args=(job, grace_s), daemon=True).start()
     return proc.wait()
 
 
