@@ -43,7 +43,10 @@ def test_a_long_message_fits_what_kubelet_keeps_and_a_missing_mount_is_no_error(
 
 def test_the_trainer_s_own_entry_point_writes_it(tmp_path: Path) -> None:
     message = tmp_path / "termination-log"
-    code = "import sys; sys.argv = ['trainer', '--config', '/no/such/recipe.yaml']; from trainer.__main__ import run; run()"
+    code = (
+        "import sys; sys.argv = ['trainer', '--config', '/no/such/recipe.yaml']; "
+        "from trainer.__main__ import run; run()"
+    )
     proc = subprocess.run(
         [sys.executable, "-c", code],
         env={"PATH": "/usr/bin:/bin", PATH_ENV: str(message), "PYTHONPATH": str(Path(__file__).parents[2])},
