@@ -39,7 +39,8 @@ TRACEBACK = "Traceback (most recent call last):"
 # Statuses that say something holds the run: told whenever they carry a reason that is not routine.
 PROBLEM_TYPES = frozenset({"unschedulable", "warning", "retrying"})
 
-# Reasons written for every run as it goes through its lifecycle: never a reason to wait.
+# Reasons written for every run as it goes through its lifecycle: never a reason to wait. (haupt's `StateManager`
+# and `EventHandler` are not among them: they say someone stopped or skipped the run, in Polyaxon.)
 ROUTINE_REASONS = frozenset(
     {
         "OperationServiceInit",  # haupt: created
@@ -49,8 +50,6 @@ ROUTINE_REASONS = frozenset(
         "SchedulerPipeline",  # haupt: a pipeline running
         "AgentController",  # haupt: queued inside a pipeline, scheduled
         "AgentSchedules",  # haupt: on_schedule
-        "StateManager",  # haupt: stopping, stopped on request
-        "EventHandler",  # haupt: a bulk stop or skip
         "OperatorFinalizer",  # operator: stopped, in its finalizer
         "PodNotReady",  # operator: the Job has no pod yet
         "PodPending",  # operator: "Pod is still pending without conditions"

@@ -7,10 +7,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.failures.classify import TITLES, Failure
+from bot.failures.cluster import OPERATOR
 from bot.slack.blocks import escape, human_duration
 from storage.models import Run
 
 _BATCH_KEYS = ("per_device_train_batch_size", "micro_batch_size")
+# kubelet's eviction for node pressure (pkg/kubelet/eviction/helpers.go): `The node was low on resource: %v. `.
+_SHORT_OF = re.compile(r"low on resource: ([\w.-]+?)\.? ")
 # The cluster named the disruption (a preemption, a spot reclaim, an eviction), rather than only a killed container.
 _NAMED_DISRUPTION = re.compile(r"preempt|DisruptionTarget|spot|Evict|shutdown|low on resource|Taint", re.IGNORECASE)
 
@@ -35,6 +38,12 @@ def hint(
             f"or a preset with more RAM than {', '.join(presets) or 'this one'}."
         )
     if kind == "preempted":
+        short = _SHORT_OF.search(failure.evidence)
+        if short is not None:
+            return (
+                f"The node ran short of {short.group(1)} and evicted the pod: resume from the last checkpoint; if it "
+                "happens again, write less to the pod's local disk or ask the platform team for a preset with more."
+            )
         if _NAMED_DISRUPTION.search(failure.evidence):
             return "The cluster took the node back (spot/preemption): resume from the last checkpoint, nothing to fix."
         return (
@@ -125,8 +134,22 @@ def retry_text(record: Mapping[str, Any]) -> str:
 
 def waiting_text(reason: str | None, message: str | None, status: str) -> str:
     """A new status condition of a run that has not started: why it waits."""
+    if reason == OPERATOR and status == "warning":
+        # The operator's own warning (`Underlaying job has an issue`, sic): a pod failed and Kubernetes starts
+        # another while the Job's backoff limit (the preset's maxRetries) allows.
+        words = f" (the operator: _{escape(message)}_)" if message else ""
+        return f":repeat: A pod of the job failed; Kubernetes starts it again within its retry limit{words}."
     what = f"*{escape(reason)}*" if reason else f"*{escape(status)}*"
     return f":hourglass: Waiting ({escape(status)}): {what}" + (f" — {escape(message)}" if message else "")
+
+
+def waited_text(status: str, condition: str | None) -> str:
+    """A run that waited on a problem (a warning) and moved on: the transition says what is over."""
+    reason = condition.split(": ", 1)[0] if condition else ""
+    if reason == OPERATOR:
+        return f"Status: *{escape(status)}* — again, in a new pod"
+    over = f" — no longer waiting on _{escape(reason)}_" if reason else ""
+    return f"Status: *{escape(status)}*{over}"
 
 
 def deadline_text(waited_s: float, limit_s: float, origin: str, condition: str | None) -> str:

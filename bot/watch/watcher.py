@@ -14,20 +14,18 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from bot.failures import WAITING, Condition, FailureService, condition_key, informative, routine_warning
-from bot.failures.render import waiting_text
-from bot.redact import redact
+from bot.failures import WAITING, Condition, FailureService, routine_warning
 from bot.runs import RunService
 from bot.runs.parked import tell_parked
-from bot.slack.blocks import escape
 from bot.watch.changes import RESYNC_EVERY, ChangeFeed
 from bot.watch.lost import LostWatch
 from bot.watch.outage import PolyaxonOutage
 from bot.watch.passes import WATCH_RUN, TickPasses, TickStats
 from bot.watch.progress import RUNNING, Progress
-from bot.watch.report import checkpoint_step, final_eval, metrics_text, resumed_text
+from bot.watch.report import checkpoint_step, resumed_text
+from bot.watch.transitions import Transitions
 from storage import repos
 from storage.models import Run
 
@@ -66,8 +64,6 @@ class Watcher:
         usage: UsageService | None = None,
     ) -> None:
         self.runs = runs
-        # An ended run's accelerator-hours go on its card; the channel hears once when 80 % of its budget is spent.
-        self.usage = usage
         self.failures = failures or FailureService(runs.deps, runs.thread)
         # Between runs of a long tick: does this replica still hold the watcher lease? (Always, without one.)
         self.still_leader = still_leader or (lambda: True)
@@ -85,6 +81,9 @@ class Watcher:
         )
         self.lost = LostWatch(runs)
         self.outage = PolyaxonOutage(runs, clock)
+        # What a status change says; an ended run's accelerator-hours go on its card (`usage`), and the channel hears
+        # once when 80 % of its budget is spent.
+        self.transitions = Transitions(runs, self.failures, clock, usage=usage)
 
     def tick(self) -> TickStats:
         """One pass: tell unposted transitions, retry pending submissions, poll, report changes, settle the rest.
@@ -188,94 +187,23 @@ class Watcher:
                 stats.transitions += 1
                 return
         run = self._note_outputs(run, info)
+        if info.status != run.status and not info.conditions:
+            # A listed run does not carry them: the transition's reason is in them (a waiting run's were read).
+            info.conditions = self.gateway.run_conditions(uuid)
+            stats.polyaxon_requests += 1
+        if info.status == "warning" and routine_warning(
+            [Condition(c.type, c.reason, c.message) for c in info.conditions]
+        ):
+            # The operator's `warning: ContainersNotReady: containers with unready status: […]` while the pod's init
+            # containers run, on every run (and after a scheduling problem cleared, in place of its warning): the run
+            # is starting, and nothing is wrong.
+            info.status = "starting"
         if info.status != run.status:
-            if not info.conditions:  # a listed run does not carry them: the transition's reason is in them
-                info.conditions = self.gateway.run_conditions(uuid)
-                stats.polyaxon_requests += 1
-            if routine_warning([Condition(c.type, c.reason, c.message) for c in info.conditions]):
-                # The operator's `warning: ContainersNotReady: containers with unready status: […]` while the pod's
-                # init containers run, on every run: the run is starting, and nothing is wrong.
-                info.status = "starting"
-            if info.status != run.status:
-                self._report(run, info, stats)
-                stats.transitions += 1
-                return
+            self.transitions.report(run, info, stats)
+            stats.transitions += 1
+            return
         if run.status in RUNNING:
             stats.refreshed += int(self.progress.note(run, info, now))
-
-    def _report(self, run: Run, info: RunInfo, stats: TickStats) -> None:
-        status = info.status
-        condition = next((c for c in reversed(info.conditions) if c.type == status), None)
-        # A routine step's words (`OperatorController: Operation is running`) say nothing the status does not.
-        said = condition is not None and informative(condition.type, condition.reason, condition.message)
-        reason = (condition.message or condition.reason) if condition is not None and said else None
-        fields: dict[str, Any] = {"last_activity_at": self.clock()}
-        # Polyaxon stamps `started_at` on a run stopped before it ever ran: only a run seen running (or that
-        # succeeded between two ticks) has started, or the card would say a held run "ran".
-        ran = (
-            status in RUNNING | {"succeeded"}
-            or run.status in RUNNING
-            or any(c.type in RUNNING for c in info.conditions)
-        )
-        if info.started_at and run.started_at is None and ran:
-            fields["started_at"] = info.started_at
-        if info.finished_at:
-            fields["finished_at"] = info.finished_at
-        text = f"Status: *{escape(status)}*" + (
-            f" — {escape(redact(reason, extra_secrets=self.runs.secrets))}" if reason else ""
-        )
-        upload: tuple[bytes, int] | None = None
-        if status == "succeeded":
-            metrics, step = self.gateway.metrics_summary(run.polyaxon_uuid or "")
-            stats.polyaxon_requests += 1
-            # The final evaluation by the eval contract (the trainer's results) wins over the last logged values.
-            contract_metrics = [str(m) for m in (run.eval_contract or {}).get("metrics") or []]
-            metrics.update(final_eval(info.outputs, contract_metrics))
-            fields["last_metrics"] = metrics
-            if step is not None:
-                fields["last_step"] = step
-            text = ":white_check_mark: *succeeded*" + self.failures.attempt_label(run)
-            text += metrics_text(metrics, contract_metrics)
-            # The requester hears it (and only they are mentioned), once: the transition is told once.
-            text = self.failures.with_mention(text, run)
-        elif status == "failed":
-            # Classified (class, evidence, hint) with the log tail; retried when the recipe's budget allows.
-            text, fields["failure"], upload = self.failures.report_failed(run, info)
-            stats.polyaxon_requests += 1
-        elif status == "stopped":
-            text = self.failures.stopped_text(run)
-        elif status in WAITING and condition is not None and said:
-            # Why it waits is told with this transition, once: the waiting check does not tell it again.
-            fields["condition"] = condition_key(condition.reason, condition.message)
-            message = redact(condition.message or "", extra_secrets=self.runs.secrets) or None
-            text = waiting_text(condition.reason, message, status)
-        elif status in WAITING:
-            fields["condition"] = None  # a routine step: whatever it waited on before is over
-        elif status in {"upstream_failed", "skipped"}:
-            words = (
-                redact(condition.message or condition.reason or "", extra_secrets=self.runs.secrets)
-                if condition
-                else ""
-            )
-            text = self.failures.never_ran_text(run, status, words or None)
-        fresh = self.runs.thread.transition(run, status=status, message=reason, text=text, **fields)
-        # By direct message too, when they chose it (`notify=`): once per run and reason, never raising.
-        self.failures.notifier.tell_end(fresh, status)
-        if upload is not None:
-            self.runs.thread.upload_to_thread(
-                fresh,
-                content=upload[0],
-                filename=f"{run.name}-failure-logs.txt",
-                title=f"{run.name}: last {upload[1]} log lines (redacted)",
-                comment="Full log tail of the failed run",
-            )
-        if status in repos.TERMINAL_STATUSES and self.usage is not None:
-            settled = self.usage.settle(fresh)
-            self.runs.thread.update_card(settled)
-            self.usage.notify_if_near(settled.channel)
-        if status == "failed":
-            # The retry the recipe's budget allows starts now (or, after a crash, on a later tick).
-            stats.transitions += self.failures.after_failed(fresh)
 
     def _note_outputs(self, run: Run, info: RunInfo) -> Run:
         """What the trainer reported in its outputs: the latest complete checkpoint, and where a resume started."""

@@ -117,7 +117,8 @@ def test_only_conditions_that_say_why_a_run_waits_are_told() -> None:
         ("running", "OperatorController", "Operation is running", False),
         ("succeeded", "OperatorController", "Operation has succeeded", False),
         ("stopped", "OperatorFinalizer", "Operation stopped in finalizer", False),
-        ("stopping", "StateManager", "Run is stopping; User requested to stop the run.", False),
+        # Someone stopped it in Polyaxon: worth saying with the transition.
+        ("stopping", "StateManager", "Run is stopping; User requested to stop the run.", True),
         # kubelet's Ready condition while the init containers run, relayed by the operator on every run.
         ("warning", "ContainersNotReady", "containers with unready status: [polyaxon-main polyaxon-sidecar]", False),
         ("warning", "PodPending", "Pod is still pending without conditions", False),
