@@ -103,6 +103,9 @@ _LOG_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 _TRACEBACK = TRACEBACK
+# The Job's backoff limit with nothing of the failed pod appended (the operator appends it only when the container
+# left a termination message).
+_BARE_BACKOFF = re.compile(r"^BackoffLimitExceeded: Job has reached the specified backoff limit\.?$")
 # The exception line that closes a traceback: `pkg.mod.SomeError: message`, or a bare `KeyError`.
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::.*)?$")
 # Rank tags (`[rank0]:`, `[rank1]:[E1203 …]`) and a container prefix (`main | `) in front of a log line.
@@ -150,6 +153,11 @@ def classify(conditions: Sequence[Condition], lines: Sequence[str], exit_code: i
         if said is not None:
             return Failure("unsupported" if _UNSUPPORTED.search(said) else "refused", _cut(said), code)
     last = log[-1] if log else "no log lines"
+    ended = condition_text(conditions)
+    if code is None and ended is not None and _BARE_BACKOFF.match(ended):
+        # Kubernetes gave up on the Job, and Polyaxon's operator relayed no container (it does only with a
+        # termination message): say so beside the log's last line.
+        last = f"{last} (then {ended}, with no container reason)"
     return Failure("unknown", _cut(f"exit code {code}: {last}" if code is not None else last), code)
 
 

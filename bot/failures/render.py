@@ -81,6 +81,14 @@ def hint(
             f"a distributed run needs a cluster with the training operator; `/finetune preflight recipe={recipe}` "
             "runs here."
         )
+    if "BackoffLimitExceeded" in failure.evidence and "(Pod:" not in failure.evidence:
+        # Kubernetes gave up on the Job and nothing said why: the container's reason (OOMKilled) reaches Polyaxon
+        # only inside a termination message.
+        return (
+            "Kubernetes gave up on the job without a reason from its container: a component whose main container sets "
+            "`terminationMessagePolicy: FallbackToLogsOnError` (the shipped ones do) lets the reason through, "
+            "`OOMKilled` included. Read the log tail, and the pod's events on the cluster."
+        )
     if kind == "refused":
         return "It ended before it logged a line: Polyaxon's status condition above is all there is to say why."
     where = "the log tail below and the attached file" if attached else "the log tail below"

@@ -123,6 +123,18 @@ TRANSCRIPTS = {
         thread_has=("*Out of memory (host)*", "exit code 137 (OOMKilled)"),
         thread_lacks=("Ended before it logged",),
     ),
+    "killed for memory through the backoff limit, no termination message (an older operator)": Transcript(
+        steps=(
+            Step(STARTING, "starting"),
+            Step(RUNNING, "running"),
+            # A component without FallbackToLogsOnError: the operator appends the pod only with a message.
+            Step(Said("Failed", "BackoffLimitExceeded", BACKOFF, logs=TRAINING), "failed"),
+        ),
+        final="failed",
+        kind="unknown",
+        thread_has=("with no container reason", "terminationMessagePolicy: FallbackToLogsOnError"),
+        thread_lacks=("Ended before it logged",),
+    ),
     "preempted, by the Job's pod failure policy on DisruptionTarget": Transcript(
         steps=(
             Step(STARTING, "starting"),

@@ -63,6 +63,11 @@ def test_home_and_polyaxon_variables_do_not_split_servers_but_anything_else_does
     env = job_env(tmp_path)
     other_run = {**env, "HOME": "/elsewhere", "POLYAXON_RUN_UUID": "bbbb"}
     assert env_key(env, "/w") == env_key(other_run, "/w")
+    # Each job's own termination-message file (kubelet's /dev/termination-log here) does not split them either: a
+    # server per run would cost every job the libraries' import again.
+    with_message = {**env, "FINETUNE_TERMINATION_LOG": "/homes/aaaa/termination-log"}
+    assert env_key(with_message, "/w") == env_key({**with_message, "FINETUNE_TERMINATION_LOG": "/homes/bbbb/t"}, "/w")
+    assert env_key(with_message, "/w") == env_key(env, "/w")
     assert env_key(env, "/w") != env_key({**env, "HF_HUB_OFFLINE": "1"}, "/w")
     assert env_key(env, "/w") != env_key(env, "/v")
     # Without HF_HOME the Hugging Face libraries would derive their caches from the server's HOME.

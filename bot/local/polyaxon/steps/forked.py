@@ -4,9 +4,9 @@ A job's `python -m trainer` spends 6-8 s importing torch, transformers, TRL, dat
 line runs; forked from an interpreter that imported them already it starts in a fraction of a second. A job is
 forked only when that changes nothing it could observe:
 - its command is `python [-u] -m MODULE ...` or `python [-u] -c CODE ...` on the stack's interpreter;
-- its environment equals the one the server imported the libraries under, except for `HOME` and `POLYAXON_*`,
-  which differ per run and which none of the preloaded libraries read at import (`HF_HOME` is set for every job,
-  so the Hugging Face libraries do not derive their caches from `HOME`);
+- its environment equals the one the server imported the libraries under, except for `HOME`, the termination
+  message's file and `POLYAXON_*`, which differ per run and which none of the preloaded libraries read at import
+  (`HF_HOME` is set for every job, so the Hugging Face libraries do not derive their caches from `HOME`);
 - its working folder is the server's.
 One server is started per such environment when the agent starts (for the environment its jobs get) or the first
 time a job needs one; a job waits for its server to finish preloading (a fresh process would spend that time
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO
 
 from bot.local.polyaxon.procs import die_with_parent
+from bot.local.polyaxon.steps.termination import PATH_ENV as TERMINATION_PATH_ENV
 
 _log = logging.getLogger("bot.local.polyaxon.executor")
 
@@ -54,11 +55,16 @@ def python_args(argv: list[str], interpreters: set[str]) -> list[str] | None:
     return argv[1:]
 
 
+# Variables that differ per run and that none of the preloaded libraries read at import: the clean HOME, and the
+# file kubelet's termination message is read from (`steps.termination`).
+PER_RUN = frozenset({"HOME", TERMINATION_PATH_ENV})
+
+
 def env_key(env: dict[str, str], cwd: str) -> EnvKey | None:
     """The environment a server must have imported under to fork this job; None when no server can."""
     if "HF_HOME" not in env:
         return None
-    shared = tuple(sorted((k, v) for k, v in env.items() if k != "HOME" and not k.startswith("POLYAXON_")))
+    shared = tuple(sorted((k, v) for k, v in env.items() if k not in PER_RUN and not k.startswith("POLYAXON_")))
     return shared, cwd
 
 
@@ -258,7 +264,7 @@ class ForkServers:
             key, env, cwd = wanted
             home = self._homes / f"forkserver-{len(key[0])}-{abs(hash(key)) % 10**8}"
             home.mkdir(parents=True, exist_ok=True)
-            server_env = {k: v for k, v in env.items() if not k.startswith("POLYAXON_")}
+            server_env = {k: v for k, v in env.items() if k not in PER_RUN and not k.startswith("POLYAXON_")}
             server_env["HOME"] = str(home)
             try:
                 server = ForkServer(self._python, self._preload, server_env, cwd)
