@@ -61,6 +61,11 @@ class Transcript:
     thread_lacks: tuple[str, ...] = ()
 
 
+def ran_then(said: Said, status: str = "failed") -> tuple[Step, ...]:
+    """A run that started and ran, then what the cluster said to end it."""
+    return Step(STARTING, "starting"), Step(RUNNING, "running"), Step(said, status)
+
+
 TRANSCRIPTS = {
     "image pull back-off, then the Job's deadline": Transcript(
         steps=(
@@ -86,37 +91,27 @@ TRANSCRIPTS = {
         thread_has=("Insufficient nvidia.com/gpu", ":white_check_mark: *succeeded*"),
     ),
     "killed for memory through the backoff limit, its log as termination message": Transcript(
-        steps=(
-            Step(STARTING, "starting"),
-            Step(RUNNING, "running"),
-            Step(
-                Said(
-                    "Failed",
-                    "BackoffLimitExceeded",
-                    f"{BACKOFF} (Pod: <reason: OOMKilledExitCode 137, message {TRAINING[0]}\n{TRAINING[1]})",
-                    logs=TRAINING,
-                ),
-                "failed",
-            ),
+        steps=ran_then(
+            Said(
+                "Failed",
+                "BackoffLimitExceeded",
+                f"{BACKOFF} (Pod: <reason: OOMKilledExitCode 137, message {TRAINING[0]}\n{TRAINING[1]})",
+                logs=TRAINING,
+            )
         ),
         final="failed",
         kind="oom_host",
         thread_has=("*Out of memory (host)*", "OOMKilledExitCode 137", "more RAM"),
     ),
     "killed for memory through the backoff limit, no termination message (a newer operator)": Transcript(
-        steps=(
-            Step(STARTING, "starting"),
-            Step(RUNNING, "running"),
-            Step(
-                Said(
-                    "Failed",
-                    "BackoffLimitExceeded",
-                    f'{BACKOFF} after 1 failed attempt(s): Main container "polyaxon-main" in pod '
-                    '"plx-operation-x1" exit code 137 (OOMKilled): ',
-                    logs=TRAINING,
-                ),
-                "failed",
-            ),
+        steps=ran_then(
+            Said(
+                "Failed",
+                "BackoffLimitExceeded",
+                f'{BACKOFF} after 1 failed attempt(s): Main container "polyaxon-main" in pod '
+                '"plx-operation-x1" exit code 137 (OOMKilled): ',
+                logs=TRAINING,
+            )
         ),
         final="failed",
         kind="oom_host",
@@ -124,75 +119,52 @@ TRANSCRIPTS = {
         thread_lacks=("Ended before it logged",),
     ),
     "killed for memory through the backoff limit, no termination message (an older operator)": Transcript(
-        steps=(
-            Step(STARTING, "starting"),
-            Step(RUNNING, "running"),
-            # A component without FallbackToLogsOnError: the operator appends the pod only with a message.
-            Step(Said("Failed", "BackoffLimitExceeded", BACKOFF, logs=TRAINING), "failed"),
-        ),
+        steps=ran_then(Said("Failed", "BackoffLimitExceeded", BACKOFF, logs=TRAINING)),
         final="failed",
         kind="unknown",
         thread_has=("with no container reason", "terminationMessagePolicy: FallbackToLogsOnError"),
         thread_lacks=("Ended before it logged",),
     ),
     "preempted, by the Job's pod failure policy on DisruptionTarget": Transcript(
-        steps=(
-            Step(STARTING, "starting"),
-            Step(
-                RUNNING,
-                "running",
-            ),
-            Step(
-                Said(
-                    "Failed",
-                    "PodFailurePolicy",
-                    "Pod default/plx-operation-x1 has condition DisruptionTarget matching FailJob rule at index 0",
-                    logs=TRAINING,
-                ),
-                "failed",
-            ),
+        steps=ran_then(
+            Said(
+                "Failed",
+                "PodFailurePolicy",
+                "Pod default/plx-operation-x1 has condition DisruptionTarget matching FailJob rule at index 0",
+                logs=TRAINING,
+            )
         ),
         final="failed",
         kind="preempted",
         thread_has=("*Preempted*", "DisruptionTarget", "resume from the last checkpoint"),
     ),
     "evicted for disk pressure": Transcript(
-        steps=(
-            Step(STARTING, "starting"),
-            Step(RUNNING, "running"),
-            Step(
-                Said(
-                    "Failed",
-                    "BackoffLimitExceeded",
-                    f"{BACKOFF} (Pod: <reason: PodFailed, message The node was low on resource: ephemeral-storage. "
-                    "Threshold quantity: 10057513974, available: 9670764Ki. )",
-                    logs=TRAINING,
-                ),
-                "failed",
-            ),
+        steps=ran_then(
+            Said(
+                "Failed",
+                "BackoffLimitExceeded",
+                f"{BACKOFF} (Pod: <reason: PodFailed, message The node was low on resource: ephemeral-storage. "
+                "Threshold quantity: 10057513974, available: 9670764Ki. )",
+                logs=TRAINING,
+            )
         ),
         final="failed",
         kind="preempted",
         thread_has=("ephemeral-storage", "evicted"),
     ),
     "a PyTorchJob whose worker replica failed": Transcript(
-        steps=(
-            Step(STARTING, "starting"),
-            Step(RUNNING, "running"),
-            Step(
-                Said(
-                    "Failed",
-                    "PyTorchJobFailed",
-                    "PyTorchJob plx-operation-x1 is failed because 1 Worker replica(s) failed.",
-                    logs=(
-                        *TRAINING,
-                        "[rank1]: Traceback (most recent call last):",
-                        '[rank1]:   File "/app/trainer/data.py", line 88, in rows',
-                        "[rank1]: KeyError: 'messages'",
-                    ),
+        steps=ran_then(
+            Said(
+                "Failed",
+                "PyTorchJobFailed",
+                "PyTorchJob plx-operation-x1 is failed because 1 Worker replica(s) failed.",
+                logs=(
+                    *TRAINING,
+                    "[rank1]: Traceback (most recent call last):",
+                    '[rank1]:   File "/app/trainer/data.py", line 88, in rows',
+                    "[rank1]: KeyError: 'messages'",
                 ),
-                "failed",
-            ),
+            )
         ),
         final="failed",
         kind="code",
@@ -237,11 +209,7 @@ TRANSCRIPTS = {
         thread_has=("User requested to stop the run.", ":octagonal_sign: *stopped*"),
     ),
     "succeeded with no outputs": Transcript(
-        steps=(
-            Step(STARTING, "starting"),
-            Step(RUNNING, "running"),
-            Step(Said("Succeeded", "OperatorController", "Operation has succeeded"), "succeeded"),
-        ),
+        steps=ran_then(Said("Succeeded", "OperatorController", "Operation has succeeded"), "succeeded"),
         final="succeeded",
         thread_has=(":white_check_mark: *succeeded*",),
     ),

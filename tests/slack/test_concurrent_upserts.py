@@ -10,36 +10,25 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.app import Runtime, build_runtime
+from bot.app import Runtime
 from bot.local.slack import SlackSender, SlackStandIn
 from bot.local.slack.server import DEFAULT_CHANNEL
-from bot.web import HttpServer, build_http_server
 from storage import repos
-from storage.db import make_engine
-from tests.fixtures.db import migrate
-from tests.fixtures.slack import SIGNING_SECRET, slack_settings_for, wait_for
+from tests.fixtures.slack import served_runtime, wait_for
 
 ROUNDS = 6
 COMMANDS = ["digest daily 09:30", "digest off", "digest weekly mon 10:00", "digest daily 07:15 tz=Europe/Berlin"]
 
 
 @pytest.fixture
-def bot(slack_standin: SlackStandIn, database_url: str, tmp_path: Path) -> Iterator[tuple[Runtime, SlackSender]]:
+def bot(slack_standin: SlackStandIn, database_url: str) -> Iterator[tuple[Runtime, SlackSender]]:
     """The bot as `serve` builds it, on the backend under test, without Polyaxon."""
-    engine = make_engine(database_url)
-    migrate(engine)
-    engine.dispose()
-    runtime = build_runtime(slack_settings_for(slack_standin, database_url))
-    runtime.start()
-    http: HttpServer = build_http_server(runtime.settings, runtime.services, "127.0.0.1", 0, app=runtime.app).start()
-    yield runtime, SlackSender(http.url, SIGNING_SECRET, standin=slack_standin)
-    http.stop()
-    runtime.stop()
+    with served_runtime(slack_standin, database_url) as served:
+        yield served
 
 
 def _send_together(sender: SlackSender, texts: list[str]) -> None:

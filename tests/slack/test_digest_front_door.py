@@ -8,29 +8,18 @@ from typing import Any
 
 import pytest
 
-from bot.app import Runtime, build_runtime
+from bot.app import Runtime
 from bot.local.slack import SlackSender, SlackStandIn
 from bot.local.slack.server import DEFAULT_CHANNEL
-from bot.web import HttpServer, build_http_server
 from storage import repos
-from storage.db import make_engine
-from tests.fixtures.db import migrate
-from tests.fixtures.slack import SIGNING_SECRET, slack_settings_for, wait_for
+from tests.fixtures.slack import served_runtime, wait_for
 
 
 @pytest.fixture
 def digest_bot(slack_standin: SlackStandIn, tmp_path: Path) -> Iterator[tuple[Runtime, SlackSender]]:
     """The bot as `serve` builds it, without Polyaxon: digests work, run commands say they need it."""
-    url = f"sqlite:///{tmp_path / 'bot.db'}"
-    engine = make_engine(url)
-    migrate(engine)
-    engine.dispose()
-    runtime = build_runtime(slack_settings_for(slack_standin, url))
-    runtime.start()
-    http: HttpServer = build_http_server(runtime.settings, runtime.services, "127.0.0.1", 0, app=runtime.app).start()
-    yield runtime, SlackSender(http.url, SIGNING_SECRET, standin=slack_standin)
-    http.stop()
-    runtime.stop()
+    with served_runtime(slack_standin, f"sqlite:///{tmp_path / 'bot.db'}") as served:
+        yield served
 
 
 def reply(standin: SlackStandIn, sender: SlackSender, text: str) -> str:
