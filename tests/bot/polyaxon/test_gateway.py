@@ -139,6 +139,45 @@ def test_failing_command_fails_with_its_last_log_lines(gateway: PolyaxonGateway)
     assert "about to fail" in [line.value for line in gateway.tail_logs(run.uuid, lines=50).lines]
 
 
+# Writes its own termination message where kubelet reads it (the local agent names the file), then exits 3.
+TELLS_WHY = """
+import os, pathlib, sys
+print("checking the dataset", flush=True)
+pathlib.Path(os.environ["FINETUNE_TERMINATION_LOG"]).write_text("DatasetError: split 'eval' is missing")
+sys.exit(3)
+"""
+
+
+def test_a_job_s_termination_message_is_relayed_as_the_operator_does_and_none_without_one(
+    gateway: PolyaxonGateway,
+) -> None:
+    told = gateway.submit(plx.python_operation(TELLS_WHY, name="tells"), name=plx.unique_name("tells"))
+    # Kubernetes' default policy (File), and nothing written: the operator appends no pod to the Job's message.
+    silent = gateway.submit(
+        plx.python_operation(
+            "import sys; print('quietly', flush=True); sys.exit(5)", name="silent", message_policy=None
+        ),
+        name=plx.unique_name("silent"),
+    )
+    for run, expected in (
+        (told, "Job has reached the specified backoff limit (Pod: <reason: ErrorExitCode 3, message DatasetError: "
+         "split 'eval' is missing)"),
+        (silent, "Job has reached the specified backoff limit"),
+    ):  # fmt: skip
+        plx.wait_for_status(gateway, run.uuid, {"failed", "succeeded"}, timeout_s=60)
+        failed = [c for c in gateway.get_run(run.uuid).conditions if c.type == "failed"][-1]
+        assert (failed.reason, failed.message) == ("BackoffLimitExceeded", expected), failed
+
+
+def test_a_job_past_its_deadline_fails_as_the_job_controller_says(gateway: PolyaxonGateway) -> None:
+    run = gateway.submit(plx.python_operation(SLEEPER, name="late", timeout_s=2), name=plx.unique_name("late"))
+    done = plx.wait_for_status(gateway, run.uuid, {"failed", "succeeded", "stopped"}, timeout_s=60)
+    failed = [c for c in gateway.get_run(done.uuid).conditions if c.type == "failed"]
+    assert [(c.reason, c.message) for c in failed] == [
+        ("DeadlineExceeded", "Job was active longer than specified deadline")
+    ], gateway.get_run(done.uuid).conditions
+
+
 def test_stop_kills_a_run_that_ignores_sigterm_within_the_grace_period(gateway: PolyaxonGateway) -> None:
     run = gateway.submit(plx.python_operation(STUBBORN, name="stubborn"), name=plx.unique_name("stubborn"))
     plx.wait_for_status(gateway, run.uuid, {"running"}, timeout_s=60)
