@@ -21,6 +21,7 @@ COPY pyproject.toml README.md constraints.txt ./
 COPY bot/ ./bot/
 COPY handlers/ ./handlers/
 COPY storage/ ./storage/
+COPY datarows/ ./datarows/
 # Every pinned dependency ships a manylinux wheel for CPython 3.12, so no compiler is needed here either;
 # one that needs building would fail this step rather than reach the final image.
 RUN pip wheel --wheel-dir /wheels -c constraints.txt .

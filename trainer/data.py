@@ -20,6 +20,10 @@ class DatasetError(ValueError):
     """The dataset cannot be found, or its files do not match the pinned digest."""
 
 
+class DatasetRowError(DatasetError):
+    """Rows of the dataset are not in the trainer's format: which, where, and what was expected."""
+
+
 def data_files(path: Path) -> list[Path]:
     """Return the data files of a local dataset (the file itself, or the folder's data files, sorted)."""
     if path.is_file():
@@ -62,7 +66,8 @@ def _local_split_file(path: Path, split: str) -> Path:
 
 
 def load_split(name: str, revision: str, split: str) -> Any:
-    """Load one split of a dataset given by hub id + revision or by local path."""
+    """Load one split of a dataset given by hub id + revision or by local path, every row checked first (a local
+    JSON file before it is parsed by `datasets`, so a line that is not JSON is named by its line)."""
     from datasets import load_dataset
 
     path = Path(name)
@@ -71,5 +76,38 @@ def load_split(name: str, revision: str, split: str) -> Any:
         builder = _BUILDERS.get(file.suffix)
         if builder is None:
             raise DatasetError(f"unsupported data file {file} (expected one of {', '.join(DATA_SUFFIXES)})")
-        return load_dataset(builder, data_files={split: str(file)}, split=split)
-    return load_dataset(name, revision=revision or None, split=split)
+        if file.suffix in (".jsonl", ".json"):
+            check_file_rows(file)
+        dataset = load_dataset(builder, data_files={split: str(file)}, split=split)
+        if file.suffix not in (".jsonl", ".json"):
+            check_loaded_rows(dataset, f"{file}")
+        return dataset
+    dataset = load_dataset(name, revision=revision or None, split=split)
+    check_loaded_rows(dataset, f"{name}@{revision or 'latest'} split {split!r}")
+    return dataset
+
+
+def check_file_rows(file: Path) -> None:
+    """Every line of a local JSON split in the format its first row makes (`datarows`, the catalog's rules)."""
+    from datarows import check_file
+
+    report = check_file(file)
+    if not report.ok:
+        said = "; ".join(report.describe(str(file)))
+        raise DatasetRowError(f"{report.problem_count or 1} bad row(s) of {report.rows}: {said}")
+
+
+def check_loaded_rows(dataset: Any, where: str) -> None:
+    """Every row of a loaded split (a hub dataset, parquet, csv) in the format its first row makes, numbered from 1."""
+    from datarows import detect_format, rows_problems
+
+    if len(dataset) == 0:
+        raise DatasetRowError(f"{where} has no rows")
+    fmt = detect_format(dataset.column_names, dataset[0])
+    if fmt is None:
+        return  # no TRL format at all: the trainer's own column check says which columns it needs
+    problems, count, rows = rows_problems(iter(dataset), fmt)
+    if count:
+        said = "; ".join(f"{where} row {problem.line}: {problem.message}" for problem in problems)
+        more = f" (and {count - len(problems)} more)" if count > len(problems) else ""
+        raise DatasetRowError(f"{count} bad row(s) of {rows}: {said}{more}")

@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bot.catalog.choices import ChainBase, generation_problem, take_choices, with_dataset
+from bot.catalog.choices import ChainBase, dataset_entry, generation_problem, take_choices, with_dataset
 from bot.catalog.cost import Pricing, cost_profile, load_pricing
-from bot.catalog.datasets import DatasetEntry
+from bot.catalog.datasets import DatasetEntry, RowCache, data_refusal
 from bot.catalog.errors import PlanError
 from bot.catalog.evalrun import compile_eval, default_suite
 from bot.catalog.fit import presets_that_fit
 from bot.catalog.harness import Suite, find_suite
 from bot.catalog.loading import load_manifests
-from bot.catalog.manifests import Component, PreflightSpec, Preset, Recipe
+from bot.catalog.manifests import Component, DatasetRef, PreflightSpec, Preset, Recipe
 from bot.catalog.pins import Pinner
 from bot.catalog.plan import Plan, compile_plan
 from bot.catalog.policy import NOTIFY_REQUESTER
@@ -40,6 +40,7 @@ class Catalog:
         datasets: dict[str, DatasetEntry] | None = None,
         rewards: dict[str, RewardFunction] | None = None,
         suites: dict[str, Suite] | None = None,
+        recipe_data: dict[str, DatasetEntry] | None = None,
     ) -> None:
         self.root = root
         self.repo_root = root.parent
@@ -47,6 +48,8 @@ class Catalog:
         self.presets = presets
         self.recipes = recipes
         self.datasets = datasets or {}
+        # Recipes' local dataset folders that no catalog entry names, checked whole (by path).
+        self.recipe_data = recipe_data or {}
         self.rewards = rewards or {}
         self.suites = suites or {}
         self.pricing = pricing or Pricing()
@@ -54,10 +57,12 @@ class Catalog:
         self._pinner = Pinner(self.repo_root, self.suites)
 
     @classmethod
-    def load(cls, catalog_dir: Path) -> Catalog:
-        """Read and validate every manifest; raise `CatalogError` naming the file and field."""
+    def load(cls, catalog_dir: Path, *, rows: RowCache | None = None) -> Catalog:
+        """Read and validate every manifest; raise `CatalogError` naming the file and field. Local datasets are
+        checked row by row (`rows` keeps what was checked, for the next load); a recipe on bad data is refused when
+        it is planned, and the rest of the catalog works."""
         root = Path(catalog_dir)
-        found = load_manifests(root)
+        found = load_manifests(root, rows)
         return cls(
             root,
             found.components,
@@ -67,6 +72,7 @@ class Catalog:
             datasets=found.datasets,
             rewards=found.rewards,
             suites=found.suites,
+            recipe_data=found.recipe_data,
         )
 
     # -- lookups --
@@ -99,6 +105,9 @@ class Catalog:
             cmd = cmd.model_copy(update={"overrides": overrides})
         if chosen.dataset is not None:
             recipe = with_dataset(recipe, chosen.dataset)
+        refusal = data_refusal(recipe.name, self.data_uses(recipe, chosen.dataset))
+        if refusal is not None:
+            raise PlanError(refusal)
         derived: dict[str, tuple[Any, str]] = {}
         if (chosen.base is None) != (base is None):
             raise PlanError(
@@ -143,6 +152,26 @@ class Catalog:
         elif cmd.force:
             plan.warnings.append(unneeded_force(plan))
         return mark_distributed(plan)
+
+    def data_uses(self, recipe: Recipe, chosen: DatasetEntry | None = None) -> list[tuple[DatasetEntry, str, str]]:
+        """The local datasets a run of `recipe` reads, with the split and what reads it."""
+        uses: list[tuple[DatasetEntry, str, str]] = []
+        train = recipe.spec.dataset
+        entry = chosen or self.dataset_of(train)
+        if entry is not None and train is not None:
+            uses.append((entry, train.split, "trains on"))
+        evaluation = recipe.spec.eval
+        if evaluation is not None and evaluation.split:
+            evaluated = self.dataset_of(evaluation.dataset) if evaluation.dataset is not None else entry
+            if evaluated is not None:
+                uses.append((evaluated, evaluation.split, "evaluates on"))
+        return uses
+
+    def dataset_of(self, ref: DatasetRef | None) -> DatasetEntry | None:
+        """The checked dataset a recipe's `dataset:` names: a catalog entry, or its own local folder."""
+        if ref is None:
+            return None
+        return dataset_entry(ref, self.datasets) or (self.recipe_data.get(ref.path) if ref.path else None)
 
     def plan_preflight(self, cmd: RunCommand, *, require_local: bool = True) -> Plan:
         """Compile the preflight of a distributed recipe with the pins, presets and overrides `run` would use."""

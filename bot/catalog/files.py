@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from bot.catalog.errors import CatalogError
+from bot.catalog.schema_errors import explain
 from bot.catalog.yamlfile import safe_load
 
 Named = TypeVar("Named", bound=BaseModel)
@@ -22,8 +23,8 @@ def read_named(path: Path, rel: str, schema: type[Named]) -> Named:
     except yaml.YAMLError as exc:
         raise CatalogError(rel, "(file)", f"not valid YAML: {exc}") from exc
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise CatalogError(rel, ".".join(str(p) for p in first["loc"]) or "(file)", first["msg"]) from exc
+        field, message = explain(exc, schema)
+        raise CatalogError(rel, field, message) from exc
     if getattr(spec, "name", None) != path.stem:
         raise CatalogError(rel, "name", f"must equal the file name {path.stem!r}")
     return spec

@@ -1,4 +1,4 @@
-"""TRL's dataset formats, which one each trainer takes, and telling a dataset's format from its columns. Pure.
+"""Which of TRL's dataset formats each trainer takes, and why a dataset does not fit a trainer. Pure.
 
 The formats are TRL's (https://huggingface.co/docs/trl/dataset_formats), each standard (strings) or
 conversational (lists of `{"role", "content"}` messages):
@@ -15,20 +15,23 @@ Other columns may ride along (a reward function's reference `answer`, say); they
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
 
-# The columns that make each format, in the order the checks below try them (most specific first).
-FORMAT_COLUMNS: dict[str, tuple[str, ...]] = {
-    "unpaired_preference": ("prompt", "completion", "label"),
-    "preference": ("prompt", "chosen", "rejected"),
-    "implicit_preference": ("chosen", "rejected"),
-    "prompt_completion": ("prompt", "completion"),
-    "language_modeling": ("text",),
-    "prompt_only": ("prompt",),
-}
-CONVERSATIONAL_TEXT = "messages"  # a conversational language-modeling dataset's column, instead of `text`
+# The formats themselves are `datarows`' (the trainer checks every row with the same rules).
+from datarows import CONVERSATIONAL_TEXT, FORMAT_COLUMNS, DataFormat, detect_format, is_messages
+
+__all__ = [
+    "CONVERSATIONAL_TEXT",
+    "FORMAT_COLUMNS",
+    "TRAINERS",
+    "TRAINER_FORMATS",
+    "TRAINER_TITLES",
+    "DataFormat",
+    "detect_format",
+    "is_messages",
+    "mismatch",
+    "trainer_takes",
+]
 
 # What each trainer takes (TRL 1.x): SFT learns from text or prompt-completion pairs; DPO from pairs with their
 # prompt; a reward model from pairs, with or without a separate prompt; KTO from single completions labelled
@@ -43,47 +46,6 @@ TRAINER_FORMATS: dict[str, tuple[str, ...]] = {
 }
 TRAINERS = tuple(TRAINER_FORMATS)
 TRAINER_TITLES = {"sft": "SFT", "dpo": "DPO", "reward": "A reward model", "kto": "KTO", "grpo": "GRPO", "rloo": "RLOO"}
-
-
-@dataclass(frozen=True)
-class DataFormat:
-    """A dataset's format: one of `FORMAT_COLUMNS` and whether its messages are conversational."""
-
-    name: str
-    conversational: bool = False
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        """The columns this format needs."""
-        if self.name == "language_modeling" and self.conversational:
-            return (CONVERSATIONAL_TEXT,)
-        return FORMAT_COLUMNS[self.name]
-
-    def describe(self) -> str:
-        """`preference (prompt, chosen, rejected)`, `conversational language_modeling (messages)`."""
-        kind = "conversational " if self.conversational else ""
-        return f"{kind}{self.name} ({', '.join(self.columns)})"
-
-
-def detect_format(columns: Iterable[str], row: Mapping[str, Any] | None = None) -> DataFormat | None:
-    """The format `columns` make (None when they make none); `row`, a first row, tells conversational data apart."""
-    present = set(columns)
-    if CONVERSATIONAL_TEXT in present and "text" not in present and not {"prompt", "chosen"} & present:
-        return DataFormat("language_modeling", conversational=True)
-    for name, needed in FORMAT_COLUMNS.items():
-        if present.issuperset(needed):
-            key = needed[0] if name != "unpaired_preference" else "prompt"
-            return DataFormat(name, conversational=row is not None and is_messages(row.get(key)))
-    return None
-
-
-def is_messages(value: Any) -> bool:
-    """A conversational value: a non-empty list of `{"role": str, "content": ...}` messages."""
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m for m in value)
-    )
 
 
 def trainer_takes(trainer: str, data: DataFormat) -> bool:

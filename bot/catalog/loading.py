@@ -11,16 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from bot.catalog.choices import check_recipe
-from bot.catalog.datasets import DatasetEntry, load_datasets
+from bot.catalog.choices import check_recipe, dataset_entry
+from bot.catalog.datasets import DatasetEntry, RowCache, load_datasets, local_entry
 from bot.catalog.errors import CatalogError
 from bot.catalog.harness import HarnessTask, Suite, load_suites, load_tasks
 from bot.catalog.manifests import PINNED_INPUTS, PRESET_PARAMS, Component, InputSpec, Preset, Recipe, RecipeFile
 from bot.catalog.overrides import OverrideSpec, parse_override_type
 from bot.catalog.presets import parse_preset
 from bot.catalog.rewards import RewardFunction, load_rewards
+from bot.catalog.schema_errors import explain
 from bot.catalog.yamlfile import safe_load
 from bot.grammar import closest, did_you_mean, is_cluster_key
 
@@ -36,10 +37,15 @@ class Manifests:
     rewards: dict[str, RewardFunction]
     tasks: dict[str, HarnessTask]
     suites: dict[str, Suite]
+    # Recipes' local dataset folders that no catalog entry names, checked whole, by path.
+    recipe_data: dict[str, DatasetEntry]
 
 
-def load_manifests(root: Path) -> Manifests:
-    """Read and validate every manifest under `root`; raise `CatalogError` naming the file and field."""
+def load_manifests(root: Path, rows: RowCache | None = None) -> Manifests:
+    """Read and validate every manifest under `root`; raise `CatalogError` naming the file and field. Local datasets'
+    rows are checked whole (`rows` remembers files already checked); what is wrong with them is kept on their
+    entries, not raised."""
+    rows = rows or RowCache()
     components: dict[str, Component] = {}
     for path in sorted((root / "components").glob("*.yaml")):
         component = _load_component(path, path.relative_to(root).as_posix())
@@ -52,7 +58,7 @@ def load_manifests(root: Path) -> Manifests:
         rel = path.relative_to(root).as_posix()
         preset = parse_preset(_read_yaml(path, rel), path.stem, rel, training_keys)
         presets[preset.name] = preset
-    datasets = load_datasets(root)
+    datasets = load_datasets(root, rows)
     rewards = load_rewards(root)
     tasks = load_tasks(root)
     suites = load_suites(root, tasks)
@@ -63,7 +69,16 @@ def load_manifests(root: Path) -> Manifests:
         recipes[recipe.name] = recipe
     if not recipes:
         raise CatalogError("recipes/", "(folder)", "no recipes found")
-    return Manifests(components, presets, recipes, datasets, rewards, tasks, suites)
+    recipe_data: dict[str, DatasetEntry] = {}
+    for recipe in recipes.values():
+        refs = (recipe.spec.dataset, recipe.spec.eval.dataset if recipe.spec.eval else None)
+        for ref in refs:
+            if ref is None or ref.path is None or ref.path in recipe_data or dataset_entry(ref, datasets) is not None:
+                continue
+            entry = local_entry(ref.path, root.parent, rows, used_by=recipe.file)
+            if entry is not None:
+                recipe_data[ref.path] = entry
+    return Manifests(components, presets, recipes, datasets, rewards, tasks, suites, recipe_data)
 
 
 def _read_yaml(path: Path, rel: str) -> dict[str, Any]:
@@ -76,10 +91,9 @@ def _read_yaml(path: Path, rel: str) -> dict[str, Any]:
     return data
 
 
-def _validation_error(rel: str, exc: ValidationError) -> CatalogError:
-    first = exc.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "(file)"
-    return CatalogError(rel, field, first["msg"])
+def _validation_error(rel: str, exc: ValidationError, schema: type[BaseModel]) -> CatalogError:
+    field, message = explain(exc, schema)
+    return CatalogError(rel, field, message)
 
 
 def _load_component(path: Path, rel: str) -> Component:
@@ -147,7 +161,7 @@ def _load_recipe(
     try:
         spec = RecipeFile.model_validate(data)
     except ValidationError as exc:
-        raise _validation_error(rel, exc) from exc
+        raise _validation_error(rel, exc, RecipeFile) from exc
     if spec.name != path.stem:
         raise CatalogError(rel, "name", f"must equal the file name {path.stem!r}")
     component = components.get(spec.component)

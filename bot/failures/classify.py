@@ -79,6 +79,8 @@ _LOG_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"\b(?:Unauthorized|Forbidden)\b.*(?:huggingface|hub|s3|gs://|bucket|blob)|"
             r"RepositoryNotFoundError|GatedRepoError|RevisionNotFoundError|EntryNotFoundError|"
             r"LocalEntryNotFoundError|DatasetNotFoundError|DataFilesNotFoundError|NoSuchBucket|NoSuchKey|"
+            # The trainer's own: a split that is not there, rows not in the trainer's format (trainer/data.py).
+            r"\bDataset(?:Row)?Error: |"
             r"AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken",
             re.IGNORECASE,
         ),

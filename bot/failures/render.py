@@ -56,6 +56,11 @@ def hint(
         return "The image could not be pulled or started: check that the pinned digest exists and the pull secret."
     if kind == "dependency":
         return "A package is missing or incompatible in the image: rebuild the trainer image with it, then rerun."
+    if kind == "data" and ("DatasetRowError" in failure.evidence or "has no split" in failure.evidence):
+        return (
+            "The dataset's rows (or a split file) are not what the trainer reads: fix the rows named above "
+            f"(`finetune-bot manifests check` names a local dataset's by file and line), then run recipe={recipe} again."
+        )
     if kind == "data":
         return (
             "A dataset, model or bucket refused access or was not found: a 401/403 means the connection's "

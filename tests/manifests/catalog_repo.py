@@ -58,3 +58,38 @@ def write(catalog_dir: Path, relative: str, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def team_rows(count: int = 12) -> list[str]:
+    """A team's prompt/completion rows, one JSON line each (questions about the team's own service)."""
+    return [
+        json.dumps({"prompt": f"How do I restart worker {i}?", "completion": f"Run `svc restart worker-{i}`."})
+        for i in range(count)
+    ]
+
+
+def add_team_dataset(
+    catalog_dir: Path, *, train: list[str] | None = None, with_eval: bool = True, recipe: bool = True
+) -> Path:
+    """A team's own prompt/completion dataset `team-qa` (train.jsonl and eval.jsonl, one line per row given as
+    written) and, unless told not to, a recipe `sft-team-faq` on it (sft-tiny's model and defaults); the folder."""
+    folder = catalog_dir / "datasets" / "team-qa"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "train.jsonl").write_text("\n".join(team_rows() if train is None else train) + "\n", encoding="utf-8")
+    if with_eval:
+        (folder / "eval.jsonl").write_text("\n".join(team_rows(4)) + "\n", encoding="utf-8")
+    write(
+        catalog_dir,
+        "datasets/team-qa.yaml",
+        "name: team-qa\ndescription: The team's own questions and answers.\n"
+        "path: manifests/datasets/team-qa\nformat: prompt_completion\n",
+    )
+    if recipe:
+        base = (catalog_dir / "recipes" / "sft-tiny.yaml").read_text(encoding="utf-8")
+        start = base.index("dataset:")
+        end = base.index("eval:")
+        text = base[:start] + "dataset: {name: team-qa, split: train}\n" + base[end:]
+        text = text.replace("name: sft-tiny\n", "name: sft-team-faq\n", 1)
+        text = text[: text.index("serving:")] + text[text.index("defaults:") :]
+        write(catalog_dir, "recipes/sft-team-faq.yaml", text)
+    return folder

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
 
 from tests.trainer.runs import TINY_CHAT
-from trainer.data import DatasetError, dataset_digest, load_split, verify_digest
+from trainer.data import DatasetError, DatasetRowError, dataset_digest, load_split, verify_digest
 from trainer.tiny_data import write_tiny_chat
 
 
@@ -53,3 +54,27 @@ def test_local_folder_splits_by_file_name() -> None:
     assert split[0]["messages"][1]["role"] == "assistant"
     with pytest.raises(DatasetError, match="splits: eval, train"):
         load_split(str(TINY_CHAT), "main", "validation")
+
+
+def test_every_row_is_checked_before_training_and_a_bad_one_is_a_data_error_naming_its_line(tmp_path: Path) -> None:
+    folder = tmp_path / "team-qa"
+    folder.mkdir()
+    rows = [json.dumps({"prompt": f"q{i}", "completion": "a"}) for i in range(12)]
+    rows[9] = '{"prompt": "only a prompt"}'
+    (folder / "train.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    with pytest.raises(DatasetRowError) as info:
+        load_split(str(folder), "", "train")
+    said = str(info.value)
+    assert f'{folder}/train.jsonl:10: a prompt_completion row needs "completion" (a string)' in said, said
+    # The bot reads it as the data's fault, not the code's (what the job's traceback ends with).
+    from bot.failures import classify
+
+    failure = classify([], ["Traceback (most recent call last):", f"trainer.data.DatasetRowError: {said}"])
+    assert failure.kind == "data", failure
+
+
+def test_a_line_that_is_not_json_is_named_before_datasets_reads_the_file(tmp_path: Path) -> None:
+    file = tmp_path / "train.jsonl"
+    file.write_text('{"prompt": "q", "completion": "a"}\n{"prompt": "x", "completion": \n', encoding="utf-8")
+    with pytest.raises(DatasetRowError, match=r"train\.jsonl:2:31: not JSON"):
+        load_split(str(file), "", "train")

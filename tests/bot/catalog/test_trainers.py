@@ -104,13 +104,15 @@ def test_a_recipe_whose_trainer_data_rewards_or_contract_disagree_is_refused(
     assert check_catalog(fresh_dir) == [str(info.value)]
 
 
-def test_a_dataset_whose_rows_are_not_its_declared_format_is_refused(fresh_dir: Path) -> None:
+def test_a_dataset_declared_in_a_format_its_recipes_trainer_does_not_take_is_refused(fresh_dir: Path) -> None:
+    # A manifest that contradicts itself is the catalog's error at load (bad rows are the data's: tests/bot/catalog/
+    # test_rows.py); the rows' own format is named beside it.
     entry = fresh_dir / "datasets" / "tiny-prefs.yaml"
     write(fresh_dir, "datasets/tiny-prefs.yaml", entry.read_text().replace("format: preference", "format: prompt_only"))
     with pytest.raises(CatalogError) as info:
         Catalog.load(fresh_dir)
-    assert str(info.value).startswith("datasets/tiny-prefs.yaml: format: declares prompt_only (prompt), but the ")
-    assert "has columns chosen, prompt, rejected (preference (prompt, chosen, rejected))" in str(info.value)
+    assert str(info.value).startswith("recipes/dpo-tiny.yaml: dataset: DPO needs preference (prompt, chosen, ")
+    assert "dataset tiny-prefs is prompt_only (prompt) with columns chosen, prompt, rejected" in str(info.value)
 
 
 def test_a_run_chooses_a_catalog_dataset_by_name_where_the_recipe_lets_it(fresh_dir: Path) -> None:
