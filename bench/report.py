@@ -34,6 +34,7 @@ from bench.report_tables import (  # noqa: E402 (after the path: run as a script
     render_ack,
     render_digest,
     render_memory,
+    render_rows,
     render_scale,
     render_trainer,
     render_watcher,
@@ -66,6 +67,7 @@ BENCHES: dict[str, Bench] = {
         render_ack,
         heavy=True,
     ),
+    "rows": Bench("bench.rows", (), ("--size-mb", "32", "--rounds", "3"), render_rows, heavy=True),
     "memory": Bench("bench.memory", (), ("--commands", "2000", "--every", "500"), render_memory, heavy=True),
     "trainer": Bench(
         "bench.trainer",

@@ -150,6 +150,21 @@ def render_trainer(data: dict[str, Any]) -> list[str]:
     ]
 
 
+def render_rows(data: dict[str, Any]) -> list[str]:
+    """bench.rows: MB/s of the whole row check against json.loads line by line, and the verdict on their ratio."""
+    rows = [[name, *(f"{stats[k]:.0f}" for k in ("median", "min", "max"))] for name, stats in data["mb_per_s"].items()]
+    ratio = data["ratio"]
+    rows.append(["datarows / json_loads (time)", *(f"{ratio[k]:.3f}" for k in ("median", "min", "max"))])
+    low, high, coverage = data["interval"]
+    return [
+        *table(["MB/s, ratio", "median", "min", "max"], "lrrr", rows),
+        "",
+        f"{data['size_mb']:.0f} MB of prompt/completion JSONL, {data['rows']} rows ({data['problems']} bad, found), "
+        f"{data['rounds']} rounds. Target: the check costs no more than `json.loads` alone (ratio ≤ {data['target']}) "
+        f"on the interval that holds the median, {low:.3f}–{high:.3f} ({coverage:.0%}) → **{data['verdict']}**.",
+    ]
+
+
 def render_ack(data: dict[str, Any]) -> list[str]:
     """bench.ack: per round, finetune-bot's p50 and p99 over the bare app's against their targets, and the control's
     (a second bare app over the bare app); each verdict from the interval that holds the median."""

@@ -21,7 +21,7 @@ from bot.digest import DigestRuntime
 from bot.frontdoor import ADMITTED
 from bot.lease import LeaseGuard, holder_id
 from bot.metrics import BotMetrics
-from bot.scheduler import build_scheduler, stop_scheduler
+from bot.scheduler import add_interval_job, build_scheduler, stop_scheduler
 from bot.services import Services
 from bot.settings import Settings
 from bot.slack.client import SlackReplyError, build_web_client, post_to_response_url
@@ -199,12 +199,14 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
     digests, and says of run/status/logs/stop/resume/compare that they need Polyaxon.
     """
     from bot.catalog import Catalog
+    from bot.catalog.datasets import RowCache
     from bot.evals import EvalService
     from bot.follow import LogFollower
     from bot.outputs import OutputsService
     from bot.preflight import PreflightService
     from bot.registry import RegistrationService
     from bot.release import ReleaseService
+    from bot.reload import CatalogReloader
     from bot.runs import RunService
     from bot.sweeps import SweepFollower, SweepService
     from bot.usage import UsageService
@@ -225,7 +227,9 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
             project=settings.polyaxon.project,
             timeout_s=settings.polyaxon.timeout_s,
         )
-    catalog = Catalog.load(settings.finetune.catalog_dir)
+    # The catalog reloads itself (bot.reload): the rows of its datasets are checked once per content digest.
+    rows = RowCache()
+    catalog = Catalog.load(settings.finetune.catalog_dir, rows=rows)
     holder = holder_id()
     ledger = DeliveryLedger(
         sessions=sessions,
@@ -237,6 +241,12 @@ def build_runtime(settings: Settings, *, gateway: PolyaxonGateway | None = None)
     )
     services = Services(sessions=sessions, catalog=catalog, gateway=gateway, metrics=metrics, ledger=ledger)
     scheduler = build_scheduler(settings, engine)
+    # Every replica watches its own copy of the catalog (a team's git checkout, a ConfigMap): a change is taken within
+    # a poll, checked whole first, and swapped in at once; one that does not load keeps the old in force.
+    services.reloader = CatalogReloader(catalog, rows=rows, clock=services.clock)
+    add_interval_job(
+        scheduler, services.reloader.poll, name="catalog-reload", interval_s=settings.finetune.catalog_poll_s
+    )
     # Every replica renews its own lease and takes over the deliveries a dead one acked and never finished.
     delivery_jobs.register(scheduler, services, interval_s=settings.finetune.watch_interval_s)
     services.digests = DigestRuntime(

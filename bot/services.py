@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from bot.preflight import PreflightService
     from bot.registry import RegistrationService
     from bot.release import ReleaseService
+    from bot.reload import CatalogReloader
     from bot.runs import RunService
     from bot.steps import StepService
     from bot.sweeps import SweepService
@@ -226,6 +227,8 @@ class Services:
 
     sessions: SessionFactory
     catalog: Catalog | None = None
+    # Takes changes of the catalog folder while the bot runs (bot.reload).
+    reloader: CatalogReloader | None = None
     gateway: Any | None = None  # bot.polyaxon.PolyaxonGateway
     # Run lifecycle and digests need Polyaxon / a scheduler; a bot built without them answers that they are off.
     runs: RunService | None = None

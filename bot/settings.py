@@ -155,6 +155,11 @@ class FinetuneSettings(BaseSettings):
 
     database_url: str = Field(default=DEFAULT_DATABASE_URL, description="SQLAlchemy URL")
     catalog_dir: Path = Field(default=Path("manifests"), description="Recipes, presets, components")
+    catalog_poll_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="How often the catalog folder is looked at for changes (they are taken within about this long)",
+    )
     approvers: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Slack user IDs or S… user-group IDs who may approve"
     )

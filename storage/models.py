@@ -47,6 +47,8 @@ class Run(SQLModel, table=True):
     polyaxon_uuid: str | None = Field(default=None, max_length=64, unique=True)
     recipe_name: str = Field(max_length=128, index=True)
     recipe_hash: str = Field(max_length=80)
+    # The catalog's revision it was planned from: a git commit (`-dirty`), or a content digest; None before 0020.
+    catalog_revision: str | None = Field(default=None, max_length=80)
     component: str = Field(default="", max_length=128)
     params: dict[str, Any] = _json(dict)
     overrides: dict[str, Any] = _json(dict)

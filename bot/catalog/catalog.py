@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bot.catalog.choices import ChainBase, dataset_entry, generation_problem, take_choices, with_dataset
 from bot.catalog.cost import Pricing, cost_profile, load_pricing
@@ -24,6 +27,22 @@ from bot.catalog.serving import compile_serving_check
 from bot.catalog.sweep import SweepPlan, plan_sweep
 from bot.catalog.trainers import component_trainer
 from bot.grammar import RunCommand, SweepCommand, closest, did_you_mean
+
+T = TypeVar("T")
+
+
+def on_snapshot(method: Callable[..., T]) -> Callable[..., T]:
+    """Run a catalog method on the catalog as it is when the call starts: `Catalog.adopt` replaces the whole state
+    at once (a new attribute dict, never changing the old one), so a plan that is being compiled while the
+    catalog reloads reads one catalog from start to end."""
+
+    @functools.wraps(method)
+    def on_one(self: Catalog, *args: Any, **kwargs: Any) -> T:
+        snapshot = object.__new__(Catalog)
+        snapshot.__dict__ = self.__dict__
+        return method(snapshot, *args, **kwargs)
+
+    return on_one
 
 
 class Catalog:
@@ -53,6 +72,13 @@ class Catalog:
         self.rewards = rewards or {}
         self.suites = suites or {}
         self.pricing = pricing or Pricing()
+        # Which catalog this is (the git commit of its folder, `-dirty` when it differs; else a content digest) and
+        # when it was loaded: set by whoever loads it (bot.reload), recorded with every run planned from it.
+        self.revision: str | None = None
+        self.loaded_at: datetime | None = None
+        # The newest change of the folder that was refused (it did not load): when, and why. The catalog in force
+        # is still this one.
+        self.refused: tuple[datetime, str] | None = None
         # One per catalog: local content digests are cached across plans.
         self._pinner = Pinner(self.repo_root, self.suites)
 
@@ -75,6 +101,11 @@ class Catalog:
             recipe_data=found.recipe_data,
         )
 
+    def adopt(self, newer: Catalog) -> None:
+        """Take `newer`'s whole state in one step: every holder of this catalog plans from the new one from now on,
+        a plan being compiled finishes on the old one (`on_snapshot`)."""
+        self.__dict__ = dict(newer.__dict__)
+
     # -- lookups --
 
     def recipe(self, name: str) -> Recipe:
@@ -92,6 +123,7 @@ class Catalog:
 
     # -- planning --
 
+    @on_snapshot
     def plan(self, cmd: RunCommand, *, require_local: bool = True, base: ChainBase | None = None) -> Plan:
         """Compile a `run` command into a validated, pinned `Plan`, or raise `PlanError`.
 
@@ -143,6 +175,7 @@ class Catalog:
             # How its requester hears of it, stored with the run beside the recipe's failure policy (bot.notify). The
             # grammar took `notify=` out of the overrides: it is never a component input.
             plan.policy[NOTIFY_REQUESTER] = cmd.notify
+        plan.catalog_revision = self.revision
         problem = generation_problem(component_trainer(component), plan.params)
         if problem:
             raise PlanError(f"recipe {recipe.name}: {problem}")
@@ -173,6 +206,7 @@ class Catalog:
             return None
         return dataset_entry(ref, self.datasets) or (self.recipe_data.get(ref.path) if ref.path else None)
 
+    @on_snapshot
     def plan_preflight(self, cmd: RunCommand, *, require_local: bool = True) -> Plan:
         """Compile the preflight of a distributed recipe with the pins, presets and overrides `run` would use."""
         run_plan = self.plan(cmd, require_local=require_local)
@@ -184,12 +218,14 @@ class Catalog:
         choice = presets_for_run(cmd.presets, recipe, self.components[recipe.spec.component], self.presets)
         return compile_preflight(cmd, run_plan, recipe, checker, choice, self._pinner, require_local=require_local)
 
+    @on_snapshot
     def plan_sweep(self, cmd: SweepCommand, *, require_local: bool = True) -> SweepPlan:
         """Compile a `sweep` command: its space checked against the recipe's overrides, one matrix operation."""
         recipe = self.recipe(cmd.recipe)
         component = self.components[recipe.spec.component]
         return plan_sweep(cmd, recipe, component, lambda run_cmd: self.plan(run_cmd, require_local=require_local))
 
+    @on_snapshot
     def plan_serving_check(self, recipe_name: str, *, checkpoint: str, model_run: str = "") -> tuple[Plan, str]:
         """Compile the serving check of a registered checkpoint trained by `recipe_name`, and its spec digest.
 
@@ -206,6 +242,7 @@ class Catalog:
         plan.cost = cost_profile(plan.resources, presets, self.pricing, plan.operation)
         return plan, digest
 
+    @on_snapshot
     def plan_eval(self, recipe_name: str, *, base: ChainBase, subject: str, suite: str | None = None) -> Plan:
         """Compile the evaluation of `base` (a confirmed model of recipe `recipe_name`) on `suite` (default: the
         recipe's own), as a run of kind `eval`."""

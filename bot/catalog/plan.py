@@ -32,6 +32,8 @@ class Plan(BaseModel):
     recipe: str
     recipe_file: str
     recipe_hash: str
+    # The catalog's revision it was planned from (a git commit, or a content digest), when its loader knew it.
+    catalog_revision: str | None = None
     component: str
     operation: dict[str, Any]
     params: dict[str, Any]

@@ -4,7 +4,8 @@ recipe's budget from the newest checkpoint, and who hears about it."""
 from bot.failures.classify import TITLES, Failure, classify, exception_line
 from bot.failures.cluster import Condition, informative, routine, routine_warning
 from bot.failures.policy import RetryDecision, attempts_allowed, decide_retry
-from bot.failures.service import WAITING, FailureService, condition_key, notify_channel
+from bot.failures.service import FailureService, notify_channel
+from bot.failures.waiting import WAITING, WaitingRuns, condition_key
 
 __all__ = [
     "TITLES",
@@ -13,6 +14,7 @@ __all__ = [
     "Failure",
     "FailureService",
     "RetryDecision",
+    "WaitingRuns",
     "attempts_allowed",
     "classify",
     "condition_key",

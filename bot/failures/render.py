@@ -59,7 +59,8 @@ def hint(
     if kind == "data" and ("DatasetRowError" in failure.evidence or "has no split" in failure.evidence):
         return (
             "The dataset's rows (or a split file) are not what the trainer reads: fix the rows named above "
-            f"(`finetune-bot manifests check` names a local dataset's by file and line), then run recipe={recipe} again."
+            "(`finetune-bot manifests check` names a local dataset's by file and line), then run "
+            f"recipe={recipe} again."
         )
     if kind == "data":
         return (

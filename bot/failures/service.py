@@ -16,11 +16,10 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from bot.failures.classify import Failure, classify
-from bot.failures.cluster import Condition, informative
+from bot.failures.classify import classify
+from bot.failures.cluster import Condition
 from bot.failures.policy import attempts_allowed, decide_retry
 from bot.failures.render import (
-    deadline_text,
     failed_text,
     failure_record,
     hint,
@@ -28,8 +27,8 @@ from bot.failures.render import (
     resume_hint,
     retry_text,
     routed_text,
-    waiting_text,
 )
+from bot.failures.waiting import WaitingRuns
 from bot.notify import RequesterNotifier
 from bot.redact import cap_tail, redact
 from bot.runs import (
@@ -48,20 +47,11 @@ from storage.models import Run
 from storage.repos.common import DuplicateError
 
 if TYPE_CHECKING:
-    from bot.polyaxon import RemoteView, RunInfo
+    from bot.polyaxon import RunInfo
 
 log = logging.getLogger(__name__)
 
 FAILED_TAIL_LINES = 400
-WAITING = frozenset(
-    {"created", "compiled", "queued", "scheduled", "starting", "on_schedule", "unschedulable", "warning", "retrying"}
-)
-PENDING_MESSAGES = {
-    "approval": "Polyaxon holds it until someone approves it there (the operation has isApproved: false)",
-    "upload": "Polyaxon waits for its code or files to be uploaded",
-    "build": "Polyaxon waits for its image build",
-    "cache": "Polyaxon is checking its cache",
-}
 # How far back the tick looks for failed attempts whose retry is still due (a crash between the two).
 RETRY_WINDOW = timedelta(days=1)
 
@@ -74,6 +64,8 @@ class FailureService:
         self.thread = thread
         # How the requester hears a run's end: the mention below, a direct message, or both (their `notify=`).
         self.notifier = RequesterNotifier(deps, thread)
+        # Runs that have not started: why they wait, told once; past their start deadline, stopped.
+        self.waiting = WaitingRuns(deps, thread)
 
     # --- a failed attempt -----------------------------------------------------------------------------
 
@@ -167,6 +159,7 @@ class FailureService:
                     name=name,
                     polyaxon_uuid=info.uuid,
                     recipe_hash=run.recipe_hash,
+                    catalog_revision=run.catalog_revision,  # the same plan, the same catalog
                     params={**run.params, **resume_patch(checkpoint)},
                     overrides=run.overrides,
                     requester=run.requester,
@@ -219,76 +212,6 @@ class FailureService:
         with self.deps.sessions() as s:
             repos.record_posted_message(s, channel=channel, ts=str(resp["ts"]), purpose="failure_routed", run_id=run.id)
 
-    # --- a run that has not started --------------------------------------------------------------------
-
-    def watch_waiting(self, runs: Sequence[Run], remote: RemoteView, now: datetime) -> int:
-        """Waiting runs Polyaxon changed have their new status conditions told once; any waiting run past its start
-        deadline is stopped. Returns the requests made (one per changed waiting run, one per stop)."""
-        requests = 0
-        for run in runs:
-            if run.status not in WAITING or run.started_at is not None:
-                continue
-            uuid = run.polyaxon_uuid or ""
-            info = remote.get(uuid)
-            if info is None and not remote.unchanged(uuid):
-                continue  # gone from a complete list: it ended, and the watcher reads how
-            if info is not None:
-                info.conditions = self.deps.gateway.run_conditions(uuid)
-                requests += 1
-                if info.status == run.status:
-                    # Still waiting as recorded: a new reason is told here. A run whose status moved on (started,
-                    # failed, another waiting status) is told by its transition, with its reason, once.
-                    run = self._tell_condition(run, info)
-            requests += self._enforce_deadline(run, info, now)
-        return requests
-
-    def _tell_condition(self, run: Run, info: RunInfo) -> Run:
-        told = waiting_reason(info)
-        if told is None:
-            return run
-        reason, message = told
-        key = condition_key(reason, message)
-        if key == run.condition:
-            return run
-        with self.deps.sessions() as s:
-            fresh = repos.get_run(s, run_id=run.id or 0)
-            if fresh is None or fresh.condition == key:
-                return fresh or run
-            fresh = repos.update_run(s, fresh, condition=key)
-        message = redact(message or "", extra_secrets=self.deps.secrets) or None
-        self.thread.post_thread(fresh, waiting_text(reason, message, info.status), purpose="condition")
-        self.thread.update_card(fresh, force=True)
-        return fresh
-
-    def _enforce_deadline(self, run: Run, info: RunInfo | None, now: datetime) -> int:
-        """Stop a run still waiting past its deadline (`info` None: Polyaxon did not change it, so it still waits)."""
-        limit = (run.policy or {}).get("max_pending_s")
-        if not limit or run.failure is not None:
-            return 0
-        if info is not None and (info.started_at is not None or info.is_done):
-            return 0
-        waited = (now - run.created_at).total_seconds()
-        if waited < float(limit):
-            return 0
-        origin = str((run.policy or {}).get("max_pending_from") or "recipe")
-        status = info.status if info is not None else run.status
-        record = failure_record(
-            Failure("start_deadline", f"still {status} after {waited:.0f} s (deadline {float(limit):g} s, {origin})"),
-            hint_text="Try another preset, or ask the platform team why the queue holds it.",
-            retry="no",
-            why="Not retried: it never started.",
-        )
-        with self.deps.sessions() as s:
-            fresh = repos.get_run(s, run_id=run.id or 0)
-            if fresh is None or fresh.failure is not None:
-                return 0
-            fresh = repos.update_run(s, fresh, failure=record)
-        self.deps.gateway.stop(run.polyaxon_uuid or "")
-        self.thread.post_thread(
-            fresh, deadline_text(waited, float(limit), origin, fresh.condition), purpose="start_deadline"
-        )
-        return 1
-
     # --- helpers ---------------------------------------------------------------------------------------
 
     def mention(self, run: Run) -> str:
@@ -323,23 +246,6 @@ def _mark_retried(session: Any, run: Run, name: str) -> None:
     parent = repos.get_run(session, run_id=run.id or 0)
     if parent is not None and (parent.failure or {}).get("retry") == "due":
         repos.update_run(session, parent, failure={**(parent.failure or {}), "retry": "started", "retried_as": name})
-
-
-def waiting_reason(info: RunInfo) -> tuple[str | None, str | None] | None:
-    """Why a run that has not started waits now, as (reason, message): Polyaxon's hold before any queue, else its
-    newest condition when that says something (a routine step, `OperatorController: Operation is starting`, does
-    not); None when nothing does."""
-    if info.pending:
-        return f"Pending {info.pending}", PENDING_MESSAGES.get(info.pending, "held by Polyaxon")
-    newest = info.conditions[-1] if info.conditions else None
-    if newest is None or newest.type != info.status or not informative(newest.type, newest.reason, newest.message):
-        return None
-    return newest.reason, newest.message
-
-
-def condition_key(reason: str | None, message: str | None) -> str:
-    """What identifies a told condition (the same one is not told twice)."""
-    return f"{reason or ''}: {message or ''}"[:512]
 
 
 def notify_channel(routes: Sequence[tuple[str, str]], recipe: str, policy: dict[str, Any] | None) -> str | None:

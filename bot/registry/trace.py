@@ -167,7 +167,9 @@ class Tracer:
         lines.append(f"*Run* {run_ref} (`{escape(str(run.polyaxon_uuid))}`, {escape(run.status)})")
         pins = ", ".join(f"{escape(k)}=`{escape(str(v))}`" for k, v in sorted(run.pins.items())) or "none"
         lines.append(
-            f"*Recipe* `{escape(run.recipe_name)}` (hash `{escape(run.recipe_hash[:19])}`) "
+            f"*Recipe* `{escape(run.recipe_name)}` (hash `{escape(run.recipe_hash[:19])}`"
+            + (f", catalog `{escape(run.catalog_revision)}`" if run.catalog_revision else "")
+            + ") "
             f"· presets {escape(', '.join(run.presets)) or 'none'}"
             f" · pins {pins} · eval contract `{escape(run.eval_contract_hash[:19] or '—')}`"
         )

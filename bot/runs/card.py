@@ -50,6 +50,7 @@ class CardView(BaseModel):
     uuid: str | None = None
     recipe: str
     recipe_hash: str = ""
+    catalog_revision: str | None = None  # the catalog it was planned from
     presets: list[str] = Field(default_factory=list)
     # The presets the recipe gives by default: the card marks the others as the requester's choice.
     recipe_presets: list[str] = Field(default_factory=list)
@@ -110,6 +111,7 @@ def card_view(
         uuid=run.polyaxon_uuid,
         recipe=run.recipe_name,
         recipe_hash=run.recipe_hash,
+        catalog_revision=run.catalog_revision,
         presets=run.presets,
         recipe_presets=list(recipe_presets or []),
         overrides=dict(run.overrides),
@@ -260,6 +262,8 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
         ctx.append(f"<{view.polyaxon_url}|open in Polyaxon>")
     if pins:
         ctx.append(f"pins: {pins}")
+    if view.catalog_revision:
+        ctx.append(f"catalog `{escape(view.catalog_revision)}`")
     blocks.append(context(*ctx))
     blocks.append({"type": "actions", "elements": card_buttons(view)})
     return blocks

@@ -89,6 +89,7 @@ class Resumer:
                 **inherited_fields(parent),
                 name=name,
                 recipe_hash=plan.recipe_hash,
+                catalog_revision=plan.catalog_revision,
                 params={**parent.params, **patch},
                 overrides=overrides,
                 requester=user,

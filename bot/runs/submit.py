@@ -144,6 +144,7 @@ class Submitter:
                     kind=plan.kind,
                     recipe_name=plan.recipe,
                     recipe_hash=plan.recipe_hash,
+                    catalog_revision=plan.catalog_revision,
                     component=plan.component,
                     params=plan.params,
                     overrides=overrides,

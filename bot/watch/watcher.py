@@ -146,7 +146,7 @@ class Watcher:
         # Runs that have not started: new status conditions told, start deadlines enforced.
         waiting_told = True
         try:
-            stats.polyaxon_requests += self.failures.watch_waiting(active, remote, now)
+            stats.polyaxon_requests += self.failures.waiting.watch(active, remote, now)
         except GatewayError as exc:
             log.warning("watcher: waiting runs: %s", exc)
             stats.errors.append(f"waiting runs: {exc}")
