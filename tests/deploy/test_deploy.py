@@ -277,7 +277,15 @@ def test_dockerignore_admits_only_what_the_images_copy() -> None:
     ]
     assert patterns[0] == "**"
     admitted = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
-    assert admitted == {
+    # Exactly what the two Dockerfiles COPY from the context (a folder they copy and the context lacks fails the
+    # build only where Docker runs, which is not here).
+    copied = set()
+    for dockerfile in (REPO / "Dockerfile", REPO / "trainer" / "Dockerfile"):
+        for line in dockerfile.read_text().splitlines():
+            words = line.split()
+            if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
+                copied |= {source.rstrip("/").split("/", 1)[0] for source in words[1:-1]}
+    assert admitted == copied == {
         "pyproject.toml",
         "README.md",
         "constraints.txt",
@@ -285,6 +293,7 @@ def test_dockerignore_admits_only_what_the_images_copy() -> None:
         "handlers",
         "storage",
         "trainer",
+        "datarows",
         "manifests",
     }
     assert "manifests/k8s/" in patterns  # the Secret template never enters a build context
@@ -592,3 +601,38 @@ def test_manifests_describe_a_runnable_bot(rendered: list[dict[str, Any]], clean
     assert settings.http.host == "0.0.0.0" and settings.http.port == http_port(rendered)
     assert str(settings.finetune.catalog_dir) == "/app/manifests"
     assert settings.finetune.database_url.startswith("postgresql+psycopg://")
+
+
+def _merge_by_name(base: list[dict[str, Any]], patch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A strategic merge of named lists (containers, volumes, env, mounts), as kustomize does for these keys."""
+    merged = {item["name"] if "name" in item else item.get("mountPath"): copy.deepcopy(item) for item in base}
+    for item in patch:
+        key = item["name"] if "name" in item else item.get("mountPath")
+        if key in merged:
+            for field, value in item.items():
+                if isinstance(value, list) and isinstance(merged[key].get(field), list):
+                    merged[key][field] = _merge_by_name(merged[key][field], value)
+                else:
+                    merged[key][field] = value
+        else:
+            merged[key] = copy.deepcopy(item)
+    return list(merged.values())
+
+
+def test_the_git_sync_overlay_keeps_the_catalog_current_and_validates(rendered: list[dict[str, Any]]) -> None:
+    overlay = K8S / "catalog-git-sync"
+    kust = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+    assert kust["resources"] == ["../"] and kust["patches"] == [{"path": "git-sync.yaml"}]
+    patch = yaml.safe_load((overlay / "git-sync.yaml").read_text())
+    deployment = copy.deepcopy(one(rendered, "Deployment"))
+    assert patch["metadata"]["name"] == deployment["metadata"]["name"]
+    spec, extra = deployment["spec"]["template"]["spec"], patch["spec"]["template"]["spec"]
+    spec["containers"] = _merge_by_name(spec["containers"], extra["containers"])
+    spec["volumes"] = _merge_by_name(spec["volumes"], extra["volumes"])
+    kubernetes_validate.validate(deployment, KUBERNETES_VERSION, strict=True)
+    bot, sync = spec["containers"]
+    env = {item["name"]: item.get("value") for item in bot["env"]}
+    assert env["FINETUNE_CATALOG_DIR"].startswith("/catalog/current/")
+    assert {m["mountPath"] for m in bot["volumeMounts"]} >= {"/catalog", "/tmp"}
+    assert "--link=current" in sync["args"] and "--root=/catalog" in sync["args"]
+    assert sync["securityContext"]["readOnlyRootFilesystem"] is True
