@@ -50,6 +50,12 @@ class SplitReport:
     problem_count: int = 0
     columns: tuple[str, ...] = ()
     found: DataFormat | None = None  # the format the first row makes (what the file is, when it was not declared)
+    bytes: int = 0  # of its rows, as written: their mean says how long a row is (an estimate's tokens per row)
+
+    @property
+    def mean_row_bytes(self) -> float | None:
+        """The mean size of a row, in bytes of JSON; None without rows."""
+        return self.bytes / self.rows if self.rows else None
 
     def add(self, problem: RowProblem) -> None:
         """Count a problem; keep it when it is one of the first `SHOWN`."""
@@ -76,7 +82,8 @@ def check_file(path: Path, expected: DataFormat | None = None) -> SplitReport:
     """Every line of a `.jsonl` file (or every element of a `.json` list) checked against `expected`, else against
     the format its first row makes."""
     report = SplitReport()
-    for line, row, problem in _rows(path):
+    for line, row, problem, size in _rows(path):
+        report.bytes += size
         if problem is not None:
             report.rows += 1
             report.add(problem)
@@ -195,19 +202,22 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-def _rows(path: Path) -> Iterator[tuple[int, Any, RowProblem | None]]:
-    """(line, row, problem) for each non-blank line of a `.jsonl` file, or each element of a `.json` list."""
+def _rows(path: Path) -> Iterator[tuple[int, Any, RowProblem | None, int]]:
+    """(line, row, problem, bytes) for each non-blank line of a `.jsonl` file, or each element of a `.json` list."""
     if path.suffix == ".json":
+        data = path.read_bytes()
         try:
-            document = orjson.loads(path.read_bytes())
+            document = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
-            yield exc.lineno, None, RowProblem(exc.lineno, f"not JSON: {exc.msg}", exc.colno)
+            yield exc.lineno, None, RowProblem(exc.lineno, f"not JSON: {exc.msg}", exc.colno), len(data)
             return
         if not isinstance(document, list):
-            yield 1, None, RowProblem(1, f"a .json dataset is a list of rows; this file holds {_kind(document)}")
+            problem = RowProblem(1, f"a .json dataset is a list of rows; this file holds {_kind(document)}")
+            yield 1, None, problem, len(data)
             return
+        share = len(data) // max(1, len(document))
         for index, row in enumerate(document, start=1):
-            yield index, row, None
+            yield index, row, None, share
         return
     loads = orjson.loads
     with path.open("rb") as handle:
@@ -215,10 +225,10 @@ def _rows(path: Path) -> Iterator[tuple[int, Any, RowProblem | None]]:
             if not line.strip():
                 continue
             try:
-                yield number, loads(line), None
+                yield number, loads(line), None, len(line)
             except orjson.JSONDecodeError:
                 # Parsed again without its line break, so that the column is the line's own.
                 try:
                     loads(line.rstrip(b"\r\n"))
                 except orjson.JSONDecodeError as exc:
-                    yield number, None, RowProblem(number, f"not JSON: {exc.msg}", exc.colno)
+                    yield number, None, RowProblem(number, f"not JSON: {exc.msg}", exc.colno), len(line)

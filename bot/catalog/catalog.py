@@ -137,7 +137,8 @@ class Catalog:
             cmd = cmd.model_copy(update={"overrides": overrides})
         if chosen.dataset is not None:
             recipe = with_dataset(recipe, chosen.dataset)
-        refusal = data_refusal(recipe.name, self.data_uses(recipe, chosen.dataset))
+        uses = self.data_uses(recipe, chosen.dataset)
+        refusal = data_refusal(recipe.name, uses)
         if refusal is not None:
             raise PlanError(refusal)
         derived: dict[str, tuple[Any, str]] = {}
@@ -176,6 +177,12 @@ class Catalog:
             # grammar took `notify=` out of the overrides: it is never a component input.
             plan.policy[NOTIFY_REQUESTER] = cmd.notify
         plan.catalog_revision = self.revision
+        trained = next(
+            (entry for entry, _, what in self.data_uses(recipe, chosen.dataset) if what == "trains on"), None
+        )
+        if trained is not None and recipe.spec.dataset is not None:
+            plan.train_rows = trained.rows.get(recipe.spec.dataset.split)
+            plan.train_row_bytes = trained.row_bytes.get(recipe.spec.dataset.split)
         problem = generation_problem(component_trainer(component), plan.params)
         if problem:
             raise PlanError(f"recipe {recipe.name}: {problem}")

@@ -24,6 +24,9 @@ from bot.catalog.yamlfile import safe_load
 PRICE_PER_GPU_HOUR = "finetune.io/price-per-gpu-hour"
 PRICE_PER_CORE_HOUR = "finetune.io/price-per-core-hour"
 PRICING_FILE = "pricing.yaml"
+# A preset's own peak (dense bf16 TFLOP/s per accelerator), over the table in pricing.yaml by GPU product.
+PEAK_TFLOPS = "finetune.io/peak-tflops"
+GPU_PRODUCT = "nvidia.com/gpu.product"
 
 
 class PresetPrice(BaseModel):
@@ -35,13 +38,29 @@ class PresetPrice(BaseModel):
     per_core_hour: float | None = Field(default=None, ge=0)
 
 
+class Throughput(BaseModel):
+    """`throughput:` of `pricing.yaml`: how fast the presets' hardware trains, for the estimate of a recipe that was
+    never measured on a preset (FLOPs of the work over these rates)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Peak dense bf16 TFLOP/s of one accelerator, by its `nvidia.com/gpu.product` (the vendors' datasheets).
+    peak_tflops: dict[str, float] = Field(default_factory=dict)
+    # The share of that peak a fine-tune reaches (model FLOPs utilisation): assumed, and said in every estimate.
+    utilisation: float = Field(default=0.35, gt=0, le=1)
+    # Training FLOP/s one CPU core reaches (effective, measured on a run: tokens/s × FLOPs per token).
+    cpu_gflops_per_core: float | None = Field(default=None, gt=0)
+    cpu_source: str = "pricing.yaml"
+
+
 class Pricing(BaseModel):
-    """`manifests/pricing.yaml`: the currency and a price per preset (all optional)."""
+    """`manifests/pricing.yaml`: the currency and a price per preset (all optional), and the hardware's throughput."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
     presets: dict[str, PresetPrice] = Field(default_factory=dict)
+    throughput: Throughput = Field(default_factory=Throughput)
 
 
 def load_pricing(root: Path, presets: Mapping[str, Preset]) -> Pricing:
@@ -71,6 +90,10 @@ class CostProfile(BaseModel):
     price_source: str | None = None
     max_duration_s: float | None = None
     max_duration_source: str | None = None
+    # Training FLOP/s of one unit (an accelerator's peak × the assumed utilisation, or a core's measured rate), and
+    # where it comes from; None when the catalog does not know the hardware.
+    flops_per_s: float | None = None
+    flops_source: str | None = None
 
     @property
     def unit_hours(self) -> str:
@@ -131,6 +154,7 @@ def cost_profile(
     timeout = (operation.get("termination") or {}).get("timeout")
     if max_s is None and timeout:
         max_s, max_source = float(timeout), "termination.timeout"
+    flops, flops_source = _throughput(presets, pricing.throughput, operation, accelerators=bool(accelerators))
     return CostProfile(
         unit=unit,
         count=count,
@@ -139,4 +163,39 @@ def cost_profile(
         price_source=source,
         max_duration_s=max_s,
         max_duration_source=max_source,
+        flops_per_s=flops,
+        flops_source=flops_source,
     )
+
+
+def _throughput(
+    presets: Sequence[Preset], table: Throughput, operation: Mapping[str, Any], *, accelerators: bool
+) -> tuple[float | None, str | None]:
+    """Training FLOP/s of one unit and what says so: a preset's `finetune.io/peak-tflops`, else the GPU product its
+    node selector names in pricing.yaml's table (× the assumed utilisation); a core's measured rate on CPU."""
+    if not accelerators:
+        if table.cpu_gflops_per_core is None:
+            return None, None
+        return table.cpu_gflops_per_core * 1e9, f"{table.cpu_gflops_per_core:g} GFLOP/s per core ({table.cpu_source})"
+    share = f"× {table.utilisation:.0%} assumed utilisation"
+    for preset in reversed(presets):
+        own = [float(n[PEAK_TFLOPS]) for n in _annotations(preset.document.get("runPatch") or {}) if PEAK_TFLOPS in n]
+        if own:
+            return own[-1] * 1e12 * table.utilisation, f"{own[-1]:g} TFLOP/s peak (preset {preset.name}) {share}"
+    for product in reversed(list(_gpu_products([p.document for p in presets] + [dict(operation)]))):
+        if product in table.peak_tflops:
+            peak = table.peak_tflops[product]
+            return peak * 1e12 * table.utilisation, f"{peak:g} TFLOP/s peak ({product}, {PRICING_FILE}) {share}"
+    return None, None
+
+
+def _gpu_products(nodes: list[Any]) -> Iterator[str]:
+    for node in nodes:
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if key == "nodeSelector" and isinstance(value, Mapping) and GPU_PRODUCT in value:
+                    yield str(value[GPU_PRODUCT])
+                else:
+                    yield from _gpu_products([value])
+        elif isinstance(node, list):
+            yield from _gpu_products(node)

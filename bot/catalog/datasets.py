@@ -64,6 +64,7 @@ class DatasetEntry:
     # `FILE:LINE: what was expected`, the first few per split file and how many more: the recipes on it are refused.
     problems: tuple[str, ...] = ()
     rows: dict[str, int] = field(default_factory=dict)  # split -> rows checked
+    row_bytes: dict[str, float] = field(default_factory=dict)  # split -> mean bytes of a row (an estimate's length)
 
     @property
     def name(self) -> str:
@@ -174,6 +175,7 @@ def local_entry(path: str, repo_root: Path, rows: RowCache, *, used_by: str) -> 
 def _checked(spec: DatasetFile, rel: str, folder: Path, rows: RowCache) -> DatasetEntry:
     columns: dict[str, tuple[str, ...]] = {}
     counts: dict[str, int] = {}
+    sizes: dict[str, float] = {}
     problems: list[str] = []
     files = sorted(p for p in folder.iterdir() if p.suffix in _ROW_SUFFIXES)
     if not files:
@@ -184,6 +186,8 @@ def _checked(spec: DatasetFile, rel: str, folder: Path, rows: RowCache) -> Datas
         report = rows.report(file, declared)
         columns[split] = report.columns
         counts[split] = report.rows
+        if report.mean_row_bytes is not None:
+            sizes[split] = report.mean_row_bytes
         shown = f"{spec.path}/{file.name}"
         problems += report.describe(shown)
         if report.found is not None and report.found != declared and report.problem_count:
@@ -197,7 +201,7 @@ def _checked(spec: DatasetFile, rel: str, folder: Path, rows: RowCache) -> Datas
         raise CatalogError(
             rel, "split_formats", f"no split {unknown[0]!r} in {spec.path} (splits: {', '.join(columns)})"
         )
-    return DatasetEntry(spec=spec, file=rel, columns=columns, problems=tuple(problems), rows=counts)
+    return DatasetEntry(spec=spec, file=rel, columns=columns, problems=tuple(problems), rows=counts, row_bytes=sizes)
 
 
 def split_problem(entry: DatasetEntry, split: str, *, who: str) -> str | None:

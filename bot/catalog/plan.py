@@ -34,6 +34,10 @@ class Plan(BaseModel):
     recipe_hash: str
     # The catalog's revision it was planned from (a git commit, or a content digest), when its loader knew it.
     catalog_revision: str | None = None
+    # The training split's rows and the mean bytes of one, when the catalog read them (a local dataset): what an
+    # estimate of a run by epochs, and of its tokens per row, rests on.
+    train_rows: int | None = None
+    train_row_bytes: float | None = None
     component: str
     operation: dict[str, Any]
     params: dict[str, Any]

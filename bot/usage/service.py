@@ -19,7 +19,7 @@ from bot.runs import Reply, RunError
 from bot.runs.deps import RunDeps
 from bot.slack.blocks import escape, mention
 from bot.usage.accounting import UsageRow, group_usage, period_bounds, run_usage, running_seconds
-from bot.usage.estimate import Estimate, Sample, estimate, work_units
+from bot.usage.estimate import Estimate, Sample, Work, estimate, work_units
 from bot.usage.render import NOTICE_LEVEL, BudgetState, render_budget, render_usage, top_spenders
 from storage import repos
 from storage.models import Run
@@ -50,7 +50,15 @@ class UsageService:
         if plan.cost is None:
             return None
         presets = ",".join(plan.presets) or "the recipe's presets"
-        return estimate(plan.cost, plan.params, self._sample(plan), presets=f"`{presets}`", trials=trials)
+        memory = plan.memory
+        work = Work(
+            parameters=memory.parameters if memory is not None else None,
+            trainable=memory.trainable_parameters if memory is not None else None,
+            rows=plan.train_rows,
+            row_bytes=plan.train_row_bytes,
+        )
+        sample = self._sample(plan)
+        return estimate(plan.cost, plan.params, sample, presets=f"`{presets}`", trials=trials, work=work)
 
     def _sample(self, plan: Plan) -> Sample | None:
         with self.deps.sessions() as s:
