@@ -65,6 +65,7 @@ def serve(host: str | None, port: int | None) -> None:
         # glibc reads its thread cache's size only at start: the same command again, with it (same pid).
         os.execve(sys.executable, sys.orig_argv, environment)
     from bot.app import build_runtime
+    from bot.catalog import CatalogError
     from bot.logwriter import logs_written_off_thread
     from bot.web import run_serve
 
@@ -78,7 +79,10 @@ def serve(host: str | None, port: int | None) -> None:
         raise click.ClickException(str(exc)) from exc
     # Request threads hand their lines to a writer thread (bot/logwriter.py): a write never holds up an ack.
     with logs_written_off_thread():
-        runtime = build_runtime(settings)
+        try:
+            runtime = build_runtime(settings)
+        except CatalogError as exc:  # what is wrong, with the file and field: no traceback
+            raise click.ClickException(f"the catalog {settings.finetune.catalog_dir} does not load: {exc}") from exc
         runtime.start()
         try:
             run_serve(
@@ -108,6 +112,7 @@ def serve(host: str | None, port: int | None) -> None:
 )
 def local(script: TextIO | None, store: Path, verbose: bool) -> None:
     """The embedded default: local Polyaxon, local Slack stand-in, SQLite and an interactive shell."""
+    from bot.catalog import CatalogError
     from bot.local.database import store_database, upgrade_store_database
     from bot.local.logs import route_logs
     from bot.local.polyaxon.stack import StackError
@@ -127,6 +132,8 @@ def local(script: TextIO | None, store: Path, verbose: bool) -> None:
         code = run_local(settings, store=store, lines=script, log_path=log_path, verbose=verbose)
     except StackError as exc:
         raise click.ClickException(str(exc)) from exc
+    except CatalogError as exc:  # what is wrong, with the file and field: no traceback
+        raise click.ClickException(f"the catalog {settings.finetune.catalog_dir} does not load: {exc}") from exc
     except KeyboardInterrupt:
         # Ctrl-C before the shell took over (a migration, the imports): click would say "Aborted!".
         code = interrupted(sys.stdout)
