@@ -285,17 +285,21 @@ def test_dockerignore_admits_only_what_the_images_copy() -> None:
             words = line.split()
             if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
                 copied |= {source.rstrip("/").split("/", 1)[0] for source in words[1:-1]}
-    assert admitted == copied == {
-        "pyproject.toml",
-        "README.md",
-        "constraints.txt",
-        "bot",
-        "handlers",
-        "storage",
-        "trainer",
-        "datarows",
-        "manifests",
-    }
+    assert (
+        admitted
+        == copied
+        == {
+            "pyproject.toml",
+            "README.md",
+            "constraints.txt",
+            "bot",
+            "handlers",
+            "storage",
+            "trainer",
+            "datarows",
+            "manifests",
+        }
+    )
     assert "manifests/k8s/" in patterns  # the Secret template never enters a build context
 
 
