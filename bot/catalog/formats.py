@@ -1,16 +1,7 @@
 """Which of TRL's dataset formats each trainer takes, and why a dataset does not fit a trainer. Pure.
 
-The formats are TRL's (https://huggingface.co/docs/trl/dataset_formats), each standard (strings) or
-conversational (lists of `{"role", "content"}` messages):
-
-    language_modeling      text                      (conversational: messages)
-    prompt_only            prompt
-    prompt_completion      prompt, completion
-    preference             prompt, chosen, rejected  (an explicit prompt)
-    implicit_preference    chosen, rejected          (the prompt inside each)
-    unpaired_preference    prompt, completion, label (label: a bool, desirable or not)
-
-Other columns may ride along (a reward function's reference `answer`, say); they never decide the format.
+The formats themselves (their columns, standard or conversational) are `datarows.formats`', which the trainer
+checks every row with too.
 """
 
 from __future__ import annotations
