@@ -177,9 +177,7 @@ class Catalog:
             # grammar took `notify=` out of the overrides: it is never a component input.
             plan.policy[NOTIFY_REQUESTER] = cmd.notify
         plan.catalog_revision = self.revision
-        trained = next(
-            (entry for entry, _, what in self.data_uses(recipe, chosen.dataset) if what == "trains on"), None
-        )
+        trained = next((entry for entry, _, what in uses if what == "trains on"), None)
         if trained is not None and recipe.spec.dataset is not None:
             plan.train_rows = trained.rows.get(recipe.spec.dataset.split)
             plan.train_row_bytes = trained.row_bytes.get(recipe.spec.dataset.split)

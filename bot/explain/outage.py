@@ -16,7 +16,7 @@ _NOT_DONE = {
     "eval": "No evaluation was started.",
 }
 # Subcommands that hand their work to a background retry instead (a run waits as pending_submit): never answered so.
-_RETRIED = "Runs already submitted go on; the bot keeps asking Polyaxon and their cards catch up when it answers."
+_WHAT_NEXT = "Runs already submitted go on; the bot keeps asking Polyaxon and their cards catch up when it answers."
 
 
 def polyaxon_down_text(subcommand: str, *, host: str, detail: str) -> str:
@@ -24,7 +24,7 @@ def polyaxon_down_text(subcommand: str, *, host: str, detail: str) -> str:
     done = _NOT_DONE.get(subcommand, "Nothing was changed.")
     return (
         f":warning: Polyaxon at `{escape(host)}` is not answering, so `{COMMAND} {escape(subcommand)}` was not "
-        f"carried out. {done} {_RETRIED} Try `{COMMAND} {escape(subcommand)}` again in a minute.\n"
+        f"carried out. {done} {_WHAT_NEXT} Try `{COMMAND} {escape(subcommand)}` again in a minute.\n"
         f"_What the bot saw: {escape(detail)}_"
     )
 

@@ -104,7 +104,6 @@ _LOG_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
 )
 
-_TRACEBACK = TRACEBACK
 # The Job's backoff limit with nothing of the failed pod appended (the operator appends it only when the container
 # left a termination message).
 _BARE_BACKOFF = re.compile(r"^BackoffLimitExceeded: Job has reached the specified backoff limit\.?$")
@@ -171,7 +170,7 @@ def condition_text(conditions: Sequence[Condition]) -> str | None:
 
 def exception_line(lines: Sequence[str]) -> str | None:
     """The exception line of the last Python traceback in `lines` (`ValueError: bad value`), or None."""
-    start = max((i for i, line in enumerate(lines) if _TRACEBACK in line), default=None)
+    start = max((i for i, line in enumerate(lines) if TRACEBACK in line), default=None)
     if start is None:
         return None
     found: str | None = None

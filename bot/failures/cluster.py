@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,20 @@ def informative(kind: str, reason: str | None, message: str | None) -> bool:
     return bool(reason)
 
 
-def routine_warning(conditions: Sequence[Condition]) -> bool:
+class Said(Protocol):
+    """What the rules read of a condition: the bot's own (`Condition`) or the gateway's (`StatusCondition`)."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def reason(self) -> str | None: ...
+
+    @property
+    def message(self) -> str | None: ...
+
+
+def routine_warning(conditions: Sequence[Said]) -> bool:
     """A run whose newest condition is a routine `warning` (its pod starting): no change worth a transition."""
     if not conditions:
         return False

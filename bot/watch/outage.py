@@ -33,10 +33,15 @@ class PolyaxonOutage:
         self.runs = runs
         self.clock = clock
         self.tell_after = tell_after
+        # Whether an outage row may be open: unknown at start (a restart mid-outage, another replica's), so the first
+        # answer from Polyaxon looks once; after that only an outage this watcher met opens one, and an idle tick
+        # reads nothing for it.
+        self._maybe_open = True
 
     def down(self, error: PolyaxonUnreachableError) -> int:
         """Polyaxon did not answer this tick: the outage recorded; the cards told once it is old enough (edits)."""
         now = self.clock()
+        self._maybe_open = True
         with self.runs.sessions() as s:
             outage = repos.record_outage(s, service=SERVICE, host=error.host, error=str(error), now=now)
             since = outage.since
@@ -50,6 +55,9 @@ class PolyaxonOutage:
 
     def up(self) -> int:
         """Polyaxon answered: the outage ended; the cards that said so no longer do (edits)."""
+        if not self._maybe_open:
+            return 0
+        self._maybe_open = False
         with self.runs.sessions() as s:
             outage = repos.current_outage(s, service=SERVICE)
             if outage is None:

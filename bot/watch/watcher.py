@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING
 
-from bot.failures import WAITING, Condition, FailureService, routine_warning
+from bot.failures import WAITING, FailureService, routine_warning
 from bot.runs import RunService
 from bot.runs.parked import tell_parked
 from bot.watch.changes import RESYNC_EVERY, ChangeFeed
@@ -191,9 +191,7 @@ class Watcher:
             # A listed run does not carry them: the transition's reason is in them (a waiting run's were read).
             info.conditions = self.gateway.run_conditions(uuid)
             stats.polyaxon_requests += 1
-        if info.status == "warning" and routine_warning(
-            [Condition(c.type, c.reason, c.message) for c in info.conditions]
-        ):
+        if info.status == "warning" and routine_warning(info.conditions):
             # The operator's `warning: ContainersNotReady: containers with unready status: […]` while the pod's init
             # containers run, on every run (and after a scheduling problem cleared, in place of its warning): the run
             # is starting, and nothing is wrong.
