@@ -1,10 +1,22 @@
-"""The comparison's and the sweep's pictures: PNGs drawn on Figures of their own, safe from several threads at once."""
+"""The comparison's and the sweep's pictures: PNGs drawn on Figures of their own, safe from several threads at once;
+what they show, read from the matplotlib figures (labels, points, legends), not from pixels."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from matplotlib.text import Annotation
+
+from bot.runs.compare_table import CompareRow
+from bot.runs.plot import draw_histories, legend_labels
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 def test_both_plots_draw_pngs_from_concurrent_threads_without_pyplot() -> None:
@@ -49,3 +61,109 @@ def test_nothing_to_draw_is_no_picture() -> None:
     assert plot_histories({"a": {"loss": []}}, ["loss"], exploratory=False) is None
     unfinished = [TrialRow(index=1, name="t1", status="running", values={"lr": 0.1}, metric=None)]
     assert plot_space(unfinished, [{"key": "lr"}], "eval_loss") is None
+
+
+def figure() -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(10, 3.5))
+
+
+def legend_texts(ax: Axes) -> list[str]:
+    legend = ax.get_legend()
+    assert legend is not None
+    return [text.get_text() for text in legend.get_texts()]
+
+
+def rows(*params: dict[str, Any]) -> list[CompareRow]:
+    return [
+        CompareRow(name=f"sft-tiny-{index}a2b", run_id=index, status="succeeded", final=True, params=p)
+        for index, p in enumerate(params, start=1)
+    ]
+
+
+def test_every_panel_of_the_comparison_names_its_metric_on_the_y_axis() -> None:
+    fig = figure()
+    steps = [(s, 1.0 / (s + 1)) for s in range(0, 40, 5)]
+    draw_histories(
+        fig, histories={"a": {"eval_loss": steps, "loss": steps}}, metrics=["eval_loss", "loss"], exploratory=False
+    )
+    assert [(ax.get_ylabel(), ax.get_xlabel()) for ax in fig.axes] == [("eval_loss", "step"), ("loss", "step")]
+
+
+def test_runs_with_the_same_final_value_are_two_dots_side_by_side_each_with_its_value() -> None:
+    fig = figure()
+    histories = {
+        "sft-tiny-1a2b": {"tiny_capitals-acc": [(40, 1.0)], "loss": [(0, 3.0), (40, 1.0)]},
+        "sft-tiny-2a2b": {"tiny_capitals-acc": [(40, 1.0)], "loss": [(0, 3.0), (40, 1.2)]},
+    }
+    labels = {"sft-tiny-1a2b": "learning_rate=2e-05", "sft-tiny-2a2b": "learning_rate=0.003"}
+    draw_histories(fig, histories=histories, metrics=["tiny_capitals-acc", "loss"], exploratory=False, labels=labels)
+    final, loss = fig.axes
+    points = [tuple(xy) for line in final.get_lines() for xy in np.asarray(line.get_xydata()).tolist()]
+    assert points == [(0.0, 1.0), (1.0, 1.0)]  # one slot per run: two dots, not one on top of the other
+    assert [text.get_text() for text in final.texts] == ["1", "1"]
+    assert [tuple(text.xy) for text in final.texts if isinstance(text, Annotation)] == [(0, 1.0), (1, 1.0)]
+    assert [tick.get_text() for tick in final.get_xticklabels()] == ["step 40", "step 40"]
+    assert final.get_ylabel() == "tiny_capitals-acc"
+    assert legend_texts(final) == legend_texts(loss) == ["learning_rate=2e-05", "learning_rate=0.003"]
+    # A run keeps its colour from panel to panel.
+    assert [line.get_color() for line in final.get_lines()] == [line.get_color() for line in loss.get_lines()]
+
+
+def test_the_legend_says_what_differs_between_the_runs() -> None:
+    differing = rows(
+        {"learning_rate": 2e-5, "seed": 1, "max_steps": 40}, {"learning_rate": 3e-3, "seed": 2, "max_steps": 40}
+    )
+    assert legend_labels(differing) == {
+        "sft-tiny-1a2b": "learning_rate=2e-05 · seed=1",
+        "sft-tiny-2a2b": "learning_rate=0.003 · seed=2",
+    }
+    # Nothing differs: the run's name; the same values on two runs: their names too, so no two entries read alike.
+    assert legend_labels(rows({"seed": 1}, {"seed": 1})) == {
+        "sft-tiny-1a2b": "sft-tiny-1a2b",
+        "sft-tiny-2a2b": "sft-tiny-2a2b",
+    }
+    assert legend_labels(rows({"seed": 1}, {"seed": 1}, {"seed": 2})) == {
+        "sft-tiny-1a2b": "seed=1 · sft-tiny-1a2b",
+        "sft-tiny-2a2b": "seed=1 · sft-tiny-2a2b",
+        "sft-tiny-3a2b": "seed=2",
+    }
+    # Pins and the contract are not hyperparameters, as in the table.
+    assert (
+        legend_labels(rows({"seed": 1, "model_name_or_path": "a"}, {"seed": 2, "model_name_or_path": "b"}))[
+            "sft-tiny-1a2b"
+        ]
+        == "seed=1"
+    )
+
+
+def test_sweep_trials_with_the_same_value_and_metric_are_drawn_apart_and_the_best_says_its_values() -> None:
+    from bot.sweeps.board import TrialRow
+    from bot.sweeps.plot import draw_space
+
+    trials = [
+        TrialRow(
+            index=1, name="t1", status="succeeded", values={"lr": 0.1, "opt": "adam"}, metric=1.0, final=True, rank=1
+        ),
+        TrialRow(
+            index=2, name="t2", status="succeeded", values={"lr": 0.1, "opt": "sgd"}, metric=1.0, final=True, rank=2
+        ),
+        TrialRow(
+            index=3, name="t3", status="succeeded", values={"lr": 0.2, "opt": "sgd"}, metric=0.5, final=True, rank=3
+        ),
+    ]
+    fig = figure()
+    draw_space(fig, rows=trials, space=[{"key": "lr"}, {"key": "opt"}], metric="eval_accuracy")
+    fig.draw_without_rendering()
+    lr, opt = fig.axes
+    assert [ax.get_ylabel() for ax in fig.axes] == ["eval_accuracy", "eval_accuracy"]
+    blue = [c for c in lr.collections if str(c.get_label()).startswith("_")]  # the trials' dots, not the best's star
+    on_screen = [tuple(c.get_offset_transform().transform(np.asarray(c.get_offsets()))[0].round(1)) for c in blue]
+    assert len(on_screen) == 3 and len(set(on_screen)) == 3, on_screen  # t1 and t2 (lr=0.1, 1.0) apart
+    assert [tuple(np.asarray(c.get_offsets())[0]) for c in blue] == [
+        (0.1, 1.0),
+        (0.1, 1.0),
+        (0.2, 0.5),
+    ]  # values unchanged
+    assert legend_texts(lr) == legend_texts(opt) == ["best: lr=0.1 · opt=adam (t1)"]
