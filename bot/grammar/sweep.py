@@ -28,6 +28,10 @@ DEFAULT_CONCURRENCY = 4
 # The sweep's own options; every other key is a training key of the recipe.
 OPTIONS = ("mode", "trials", "concurrency", "sampler_seed")
 
+# How many whole numbers a range may hold for its refusal to list them all (`epochs=1,2,3,4,5`).
+MAX_LISTED = 10
+NEEDS_TRIALS = "a random sweep needs trials=N (how many points to sample), e.g. trials=8"
+
 _DIST_RE = re.compile(r"^(?P<kind>uniform|loguniform|choice)\((?P<args>.*)\)$", re.IGNORECASE)
 
 
@@ -125,7 +129,7 @@ def _parse_sweep(tokens: list[str]) -> SweepCommand:
             notes.append(f"trials={trials} is more than the grid's {size} combinations: the sweep runs {size}")
             trials = size
     elif trials is None:
-        raise CommandError("a random sweep needs trials=N (how many points to sample), e.g. trials=8")
+        raise CommandError("; ".join([*_whole_ranges(space), NEEDS_TRIALS]))
     concurrency = DEFAULT_CONCURRENCY
     if "concurrency" in options:
         concurrency = _bounded_int("concurrency", options["concurrency"], 1, MAX_CONCURRENCY)
@@ -144,6 +148,27 @@ def _parse_sweep(tokens: list[str]) -> SweepCommand:
         sampler_seed=seed,
         dry_run="--dry-run" in flags,
     )
+
+
+def _whole_ranges(space: dict[str, SweepAxis]) -> list[str]:
+    """What a range between whole numbers (`epochs=uniform(1,5)`) samples, said before anything else is asked: real
+    numbers, which a key that takes whole numbers refuses, so such a key lists its values instead (a grid needs no
+    trials=N). Whether the key takes whole numbers is the recipe's; the catalog refuses the range if so."""
+    told = []
+    for key, axis in space.items():
+        if not axis.continuous or axis.low is None or axis.high is None:
+            continue
+        if not (axis.low.is_integer() and axis.high.is_integer()):
+            continue
+        low, high = int(axis.low), int(axis.high)
+        whole = range(low, high + 1) if high - low < MAX_LISTED else (low, (low + high) // 2, high)
+        listed = ",".join(str(n) for n in whole)
+        told.append(
+            f"{key}={axis.describe()} samples real numbers, not whole ones: if {key} takes whole numbers, list "
+            f"them, as {key}={listed} (a grid: every value, no trials=N needed) or {key}=choice({listed}) "
+            "mode=random trials=N"
+        )
+    return told
 
 
 def parse_axis(key: str, value: str) -> SweepAxis | None:
