@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bot.local.messages import message_text, plain
+from bot.local.messages import Names, message_text, readable
 from bot.local.slack import SlackSender, SlackStandIn
 from bot.local.slack.viewing import Field
 
@@ -31,11 +31,14 @@ HELP = (__doc__ or "").split("\n\n")[1]
 class FormDriver:
     """One open run form, as one person in the shell fills it in."""
 
-    def __init__(self, *, sender: SlackSender, standin: SlackStandIn, user: str, say: Callable[[str], None]) -> None:
+    def __init__(
+        self, *, sender: SlackSender, standin: SlackStandIn, user: str, say: Callable[[str], None], names: Names
+    ) -> None:
         self.sender = sender
         self.standin = standin
         self.user = user
         self.say = say
+        self.names = names  # how mentions, channels and links in the bot's texts read
         self.view_id: str | None = None
 
     @property
@@ -83,12 +86,14 @@ class FormDriver:
         """List every field: name, value, what it takes, and the bot's error for it."""
         for name, f in self.fields().items():
             value = ",".join(f.value) if isinstance(f.value, list) else (f.value or "")
-            takes = f"one of {', '.join(f.choices)}" if f.choices and name != "presets" else plain(f.hint)
+            takes = (
+                f"one of {', '.join(f.choices)}" if f.choices and name != "presets" else readable(f.hint, self.names)
+            )
             if name == "presets":
                 takes = f"any of {', '.join(f.choices)}"
             self.say(f"  {name} = {value or '(empty)'}    {takes}".rstrip())
             if f.error:
-                self.say(f"    ✗ {plain(f.error)}")
+                self.say(f"    ✗ {readable(f.error, self.names)}")
 
     def fill(self, name: str, value: str) -> None:
         """Fill one field as a person types or picks it; `recipe=` re-renders the form."""
@@ -120,7 +125,7 @@ class FormDriver:
             self.say("no preview came back (pick a recipe first)")
             return
         for text in message_text(pushed).splitlines():
-            self.say(f"  {plain(text)}")
+            self.say(f"  {readable(text, self.names)}")
         self.standin.views.close(self.user)  # Back
 
     def submit(self) -> None:
@@ -130,7 +135,7 @@ class FormDriver:
         if outcome["action"] == "errors":
             self.say("the bot refused the form; fix these and submit again:")
             for block_id, message in outcome["errors"].items():
-                self.say(f"  ✗ {name_of(block_id)}: {plain(message)}")
+                self.say(f"  ✗ {name_of(block_id)}: {readable(message, self.names)}")
         elif outcome["action"] == "closed":
             self.say("submitted: the form closed; the bot starts the run (its card follows)")
         else:

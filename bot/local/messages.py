@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -32,6 +33,10 @@ _SPACES = re.compile(r"\s+")
 _USER_MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^<>]*)?>")
 _GROUP_MENTION = re.compile(r"<!subteam\^([A-Z0-9]+)(?:\|([^<>]*))?>")
 _SPECIAL_MENTION = re.compile(r"<!(here|channel|everyone)(?:\|[^<>]*)?>")
+_CHANNEL_MENTION = re.compile(r"<#([CGD][A-Z0-9]+)(?:\|([^<>]*))?>")
+_DATE = re.compile(r"<!date\^[^<>|]*\|([^<>]*)>")
+# A message's permalink (`…/archives/C0TRAIN01/p1796675708710842`): the shell prints messages by their ts.
+_PERMALINK = re.compile(r"^https?://[^/]+/archives/[CGD][A-Z0-9]+/p(\d{10})(\d{6})(?:[?#].*)?$")
 # Slack's wording where the local session makes it wrong: said as it is here.
 LOCAL_WORDING = {
     "this bot now talks to another Slack workspace": (
@@ -40,19 +45,67 @@ LOCAL_WORDING = {
 }
 
 
+@dataclass(frozen=True)
+class Names:
+    """How the workspace's ids read: a member by name, a user group by handle, a channel by name (else the id)."""
+
+    user: Callable[[str], str] = str
+    group: Callable[[str], str] = str
+    channel: Callable[[str], str] = str
+
+
+NO_NAMES = Names()
+
+
 def decode_entities(text: str) -> str:
     """Slack's three escapes as the reader sees them (`&amp;` last, so `&amp;lt;` reads `&lt;`)."""
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
-def as_shown(text: str, *, user: Callable[[str], str], group: Callable[[str], str]) -> str:
-    """Mrkdwn as Slack shows it: mentions by name (`@bob`), entities decoded, local wording where Slack's is wrong."""
-    text = _USER_MENTION.sub(lambda m: "@" + user(m.group(1)), text)
-    text = _GROUP_MENTION.sub(lambda m: m.group(2) or "@" + group(m.group(1)), text)
+def with_url(url: str, label: str) -> str:
+    """A link as a terminal shows it: its label, then where it goes (once, when the label is the address); a link to
+    a message, as the `[ts]` the shell printed it with."""
+    permalink = _PERMALINK.match(url)
+    if permalink is not None:
+        return f"{label} [{permalink.group(1)}.{permalink.group(2)}]"
+    return label if label in (url, url.removeprefix("mailto:")) else f"{label} ({url})"
+
+
+def label_only(url: str, label: str) -> str:
+    """A link as one line of a summary reads it: its label."""
+    return label
+
+
+def entities(text: str, names: Names, link: Callable[[str, str], str]) -> str:
+    """Slack's `<…>` entities as a person reads them: `@alice`, `@ml-approvers`, `@here`, `#ml-training`, a date's
+    fallback, a link as `link(url, label)` says, a bare link's address. The one place the shell reads them."""
+    text = _USER_MENTION.sub(lambda m: "@" + names.user(m.group(1)), text)
+    text = _GROUP_MENTION.sub(lambda m: m.group(2) or "@" + names.group(m.group(1)), text)
     text = _SPECIAL_MENTION.sub(lambda m: "@" + m.group(1), text)
+    text = _CHANNEL_MENTION.sub(lambda m: "#" + _channel_name(names, m.group(1), m.group(2)), text)
+    text = _DATE.sub(lambda m: m.group(1), text)
+    text = _LINK.sub(lambda m: link(m.group(1), m.group(2)), text)
+    return _BARE_LINK.sub(r"\1", text)
+
+
+def _channel_name(names: Names, channel_id: str, label: str | None) -> str:
+    """The channel's name as the workspace has it, else the name the mention carries, else its id."""
+    name = names.channel(channel_id)
+    return label if name == channel_id and label else name
+
+
+def as_shown(text: str, names: Names) -> str:
+    """Mrkdwn as Slack shows it: mentions and channels by name, links with their address, entities decoded, local
+    wording where Slack's is wrong."""
+    text = entities(text, names, with_url)
     for slack, local in LOCAL_WORDING.items():
         text = text.replace(slack, local)
     return decode_entities(text)
+
+
+def readable(text: str, names: Names) -> str:
+    """A line as shown (`as_shown`), its markup removed: how the shell prints a Home tab's or a form's lines."""
+    return unmarked(as_shown(text, names))
 
 
 def message_text(message: dict[str, Any], saved: Mapping[str, Path] | None = None) -> str:
@@ -96,16 +149,18 @@ def _cell_text(cell: Any) -> str:
     return "".join(words)
 
 
-def plain(text: str) -> str:
-    """Mrkdwn as it reads: links by their label, no emoji codes, bold, code marks or progress bars."""
-    text = _LINK.sub(r"\2", text)
-    text = _BARE_LINK.sub(r"\1", text)
+def plain(text: str, names: Names = NO_NAMES) -> str:
+    """Mrkdwn as one line of a summary reads it: links by their label, no emoji codes, bold, code marks or bars."""
+    return unmarked(decode_entities(entities(text, names, label_only)))
+
+
+def unmarked(text: str) -> str:
+    """Text without emoji codes, progress bars, bold, strike-through or code marks, its spaces folded."""
     text = _EMOJI.sub(" ", text)
     text = _BAR.sub(" ", text)
     text = _BOLD.sub(r"\1", text)
     text = _STRIKE.sub(r"\1", text)
-    text = decode_entities(text.replace("`", ""))
-    return _SPACES.sub(" ", text).strip()
+    return _SPACES.sub(" ", text.replace("`", "")).strip()
 
 
 class Line(NamedTuple):
@@ -115,26 +170,26 @@ class Line(NamedTuple):
     parts: tuple[str, ...]
 
 
-def lines(message: dict[str, Any]) -> list[Line]:
+def lines(message: dict[str, Any], names: Names = NO_NAMES) -> list[Line]:
     """The message's readable lines, markup removed."""
     result: list[Line] = []
     for text in message_text(message).splitlines():
         heading = _HEADING.match(text.strip())
-        head, rest = (plain(heading.group(1)), heading.group(2)) if heading else ("", text)
-        parts = tuple(p for p in (plain(piece) for piece in rest.split(SEPARATOR)) if p)
+        head, rest = (plain(heading.group(1), names), heading.group(2)) if heading else ("", text)
+        parts = tuple(p for p in (plain(piece, names) for piece in rest.split(SEPARATOR)) if p)
         if head or parts:
             result.append(Line(head, parts))
     return result
 
 
-def title(message: dict[str, Any]) -> str:
+def title(message: dict[str, Any], names: Names = NO_NAMES) -> str:
     """A short name for the message: a header's last part (a card's ends in the run's name), else its first part."""
     blocks = message.get("blocks") or []
     if blocks and blocks[0].get("type") == "header":
-        words = plain(str((blocks[0].get("text") or {}).get("text") or ""))
+        words = plain(str((blocks[0].get("text") or {}).get("text") or ""), names)
         if words:
             return _clip(words.split(SEPARATOR)[-1], TITLE_CHARS)
-    first = next(iter(lines(message)), None)
+    first = next(iter(lines(message, names)), None)
     return _clip(first.heading or first.parts[0], TITLE_CHARS) if first is not None else "(no text)"
 
 
@@ -216,9 +271,9 @@ def _joined(line: Line) -> str:
     return SEPARATOR.join([line.heading, *line.parts] if line.heading else line.parts)
 
 
-def describe_edit(before: dict[str, Any], after: dict[str, Any]) -> str | None:
+def describe_edit(before: dict[str, Any], after: dict[str, Any], names: Names = NO_NAMES) -> str | None:
     """What an edit changed, on one line (`title: change · change …`); None when nothing readable changed."""
-    old_lines, new_lines = lines(before), lines(after)
+    old_lines, new_lines = lines(before, names), lines(after, names)
     old = [line for line in old_lines if not _is_button(line)]
     new = [line for line in new_lines if not _is_button(line)]
     changes: list[str] = []
@@ -236,4 +291,4 @@ def describe_edit(before: dict[str, Any], after: dict[str, Any]) -> str | None:
     changes.extend(line.parts[0] for line in new_lines if _is_button(line) and line not in old_lines)
     if not changes:
         return None
-    return _clip(f"{title(after)}: {SEPARATOR.join(changes)}", SUMMARY_CHARS)
+    return _clip(f"{title(after, names)}: {SEPARATOR.join(changes)}", SUMMARY_CHARS)

@@ -1,8 +1,10 @@
 """Prints what a person in the local channel would see: messages, thread replies, edits, reactions, replies to them.
 
-A new message is printed whole, as Slack shows it (mentions by name, `&lt;` as `<`); an edit of one already
-printed is one line of what changed (a status card is edited many times per run); a reaction is one line. A
-file the bot uploads (a compare or sweep plot) is saved under the store, and its line says where.
+A new message is printed whole, as Slack shows it (mentions and channels by name, a link's label with its
+address, `&lt;` as `<`); an edit of one already printed is one line of what changed (a status card is edited many
+times per run); a streamed message (`logs RUN follow`) is printed as what it grew by, nothing when it did not grow;
+a reaction is one line. A file the bot uploads (a compare or sweep plot) is saved under the store, and its line
+says where. A modal the bot opens for the viewer is told in one line (`form run` fills the run form here).
 """
 
 from __future__ import annotations
@@ -13,13 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from bot.local.messages import as_shown, describe_edit, message_text, title
+from bot.forms.fields import FORM_CALLBACK
+from bot.local.messages import Names, as_shown, describe_edit, message_text, title
 from bot.local.slack import SlackStandIn
 from bot.local.slack.server import DEFAULT_CHANNEL
 
 THREAD_INDENT = "    │ "
 FILES_FOLDER = "files"  # under the store: what the bot uploaded, one file per upload
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+RUN_FORM_OPENED = (
+    "the run form opened (a modal in Slack); fill it here with `form run`: KEY=VALUE lines, "
+    "then `preview`, `submit` or `cancel`"
+)
 
 
 @dataclass
@@ -36,7 +43,14 @@ class Printer:
     _reactions: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     _replies_seen: int = 0
     _ephemerals_seen: int = 0
+    _views_seen: set[str] = field(default_factory=set)
+    _views_driven: bool = False  # the shell shows the modals it opens itself (`form run`)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def names(self) -> Names:
+        """How the stand-in's ids read: members, user groups and channels by name."""
+        return Names(user=self._name, group=self._group, channel=self._channel)
 
     def poll(self) -> None:
         """Print everything new since the last poll."""
@@ -57,6 +71,32 @@ class Printer:
                 self._write(f"{self._only(ephemeral.get('user'))} {self._shown(ephemeral)}", indent="")
             self._ephemerals_seen = len(ephemerals)
             self._show_direct_messages()
+            self._show_views()
+
+    def drive_views(self, driven: bool) -> None:
+        """Whether the shell shows the viewer's modals itself (`form run`); those still open when it stops are not
+        told."""
+        with self._lock:
+            if not driven:
+                self._views_seen.update(str(view["id"]) for view in self.standin.views.open_views(self.viewer))
+            self._views_driven = driven
+
+    def _show_views(self) -> None:
+        """One line for each modal the bot opened for the viewer that the shell is not showing itself."""
+        for view in self.standin.views.open_views(self.viewer):
+            view_id = str(view["id"])
+            if view_id in self._views_seen:
+                continue
+            self._views_seen.add(view_id)
+            if self._views_driven:
+                continue
+            if view.get("callback_id") == FORM_CALLBACK:
+                self._write(f"» {RUN_FORM_OPENED}", indent="")
+            else:
+                name = str((view.get("title") or {}).get("text") or "untitled")
+                self._write(
+                    f"» the bot opened a modal, {name!r} (Slack shows it over the channel; the shell cannot)", indent=""
+                )
 
     def _show_direct_messages(self) -> None:
         """The bot's direct messages to the person the shell acts as (`notify=dm`), new ones once each."""
@@ -75,12 +115,14 @@ class Printer:
         if before is None:
             self._write(f"[{ts}] (new) {self._shown(message)}", indent=indent)
         elif self._streamed(ts) and message_text(message).startswith(message_text(before)):
-            # A streamed message (`logs RUN follow`) only grows: what came since the last poll, not a diff.
+            # A streamed message (`logs RUN follow`) only grows: what came since the last poll, not a diff, and
+            # nothing while it does not grow (it polls the log every few seconds, this every fraction of one).
             grown = message_text(message)[len(message_text(before)) :].strip("\n")
-            self._write(f"[{ts}] (streamed) {as_shown(grown, user=self._name, group=self._group)}", indent=indent)
+            if grown.strip():
+                self._write(f"[{ts}] (streamed) {as_shown(grown, self.names)}", indent=indent)
         elif message_text(before) != message_text(message):
-            change = describe_edit(before, message)
-            line = f"(edited) {change}" if change else f"(edited, no visible change) {title(message)}"
+            change = describe_edit(before, message, self.names)
+            line = f"(edited) {change}" if change else f"(edited, no visible change) {title(message, self.names)}"
             self._write(f"[{ts}] {line}", indent=indent)
         self._seen[ts] = {k: message.get(k) for k in ("text", "blocks", "files")}
         self._show_reactions(ts, message, indent=indent)
@@ -92,7 +134,7 @@ class Printer:
         """The message as Slack shows it, its files saved first so that their lines say where."""
         for item in message.get("files") or []:
             self._save(str(item.get("id")))
-        return as_shown(message_text(message, self._saved), user=self._name, group=self._group)
+        return as_shown(message_text(message, self._saved), self.names)
 
     def _save(self, file_id: str) -> None:
         """Write an uploaded file's bytes under `files_dir`, once per file."""
@@ -122,6 +164,11 @@ class Printer:
         for name, user in sorted(before - now):
             self._write(f"[{ts}] (reaction) −:{name}: {self._name(user)}", indent=indent)
         self._reactions[ts] = now
+
+    def _channel(self, channel_id: str) -> str:
+        with self.standin.state.lock:
+            channel = self.standin.state.channels.get(channel_id)
+        return channel.name if channel is not None else channel_id
 
     def _name(self, user_id: str) -> str:
         with self.standin.state.lock:

@@ -2,10 +2,12 @@
 
 It starts the local Polyaxon stack, the Slack stand-in and the bot (the same `build_runtime` as `serve`,
 over real signed HTTP), then reads lines from the terminal or a script, like Hubot's shell adapter: the
-lines it understands are `SHELL_LINES` below, which `help` prints.
+lines it understands are `bot.local.lines.SHELL_LINES`, which `help` prints; a line it cannot carry out is answered
+with what would work (`bot.local.lines`).
 
 What a person in the channel would see is printed as it arrives: messages and thread posts in full, an
-edit of one as a line of what changed, reactions, and replies only you see. The bot's logs go to a file.
+edit of one as a line of what changed, reactions, replies only you see, and one line for a modal the bot opens
+(`form run` fills the run form here). The bot's logs go to a file.
 A command that names a recipe whose local model or dataset is not built yet builds it first (`assets.py`).
 At the end of the input the shell waits until the bot has answered everything it was sent (not for runs).
 """
@@ -28,7 +30,8 @@ from pydantic import SecretStr
 
 from bot.local.assets import RecipeAssets
 from bot.local.form import FormDriver
-from bot.local.messages import message_text, plain
+from bot.local.lines import NO_EMOJI, PEOPLE, SHELL_LINES, person, seconds, unknown_line
+from bot.local.messages import message_text, readable
 from bot.local.pending import DRAIN_TIMEOUT_S, drain
 from bot.local.polyaxon import LocalPolyaxonStack
 from bot.local.printer import FILES_FOLDER, Printer
@@ -41,29 +44,7 @@ from storage import repos
 
 POLL_S = 0.3
 DEFAULT_WAIT_S = 600.0
-PEOPLE = {"alice": "U0ALICE01", "bob": "U0BOB0001", "carol": "U0CAROL01"}
 LOCAL_APPROVER_GROUP = "S0APPROVE"  # the stand-in's ml-approvers group: bob and carol
-SHELL_LINES = """\
-Lines this shell understands (you are in #ml-training; Slack's answers are printed as they arrive):
-    /finetune run recipe=sft-tiny        a slash command, sent as Slack sends it (signed form post);
-                                         $RUN in it stands for the newest run's name (for scripts);
-                                         `/finetune help` is the bot's own help
-    +white_check_mark [TS|last]          a reaction_added (+emoji) on a message (default: the newest one)
-    -white_check_mark [TS|last]          a reaction_removed (-emoji)
-    form run                             the run form (the modal `/finetune run` opens), filled in here:
-                                         KEY=VALUE lines, then `preview`, `submit` or `cancel`
-    home                                 your App Home tab, as the bot publishes it when you open it
-    step start_finetune_run recipe=sft-tiny channel=#ml-training
-                                         a Workflow Builder step (function_executed) run by you, its
-                                         completion printed when it comes; request_promotion takes
-                                         model_version=MODEL:VERSION stage=staging|production
-    as bob                               act as another member of the workspace (alice, bob, carol;
-                                         bob and carol approve unless FINETUNE_APPROVERS says otherwise)
-    wait [SECONDS]                       wait until no run is active and every preflight reported (default 600 s)
-    sleep SECONDS                        pause
-    # a comment                          ignored (for scripts)
-    help                                 this list
-    quit, exit, Ctrl-D or Ctrl-C         stop the bot and the local Polyaxon stack, and leave"""
 INTERRUPTED_EXIT = 130  # what a shell reports for a program ended by SIGINT (128 + 2)
 
 
@@ -108,6 +89,7 @@ class Shell:
             self.say(f"could not reach the bot: {exc}")
         except ValueError as exc:
             self.say(f"{line!r}: {exc}; type `help`")
+        self.printer.drive_views(self.form is not None and self.form.is_open)  # a modal the bot opens else is told
         return True
 
     def _handle(self, line: str) -> None:
@@ -116,28 +98,36 @@ class Shell:
         elif line == "help":
             self.say(SHELL_LINES)
         elif line == "form run":
-            self.form = FormDriver(sender=self.sender, standin=self.standin, user=self.user, say=self.say)
+            self.form = FormDriver(
+                sender=self.sender, standin=self.standin, user=self.user, say=self.say, names=self.printer.names
+            )
+            self.printer.drive_views(True)  # the form lists its own fields
             self.form.open(self.command)
         elif line == "home":
             self.home()
-        elif line.split()[0] == "step":
-            self.sent_at = time.monotonic()
-            self.steps.run(line, user=self.user)
         elif line.startswith("/finetune"):
             self.command(line.removeprefix("/finetune").strip())
-        elif line[0] in "+-" and len(line) > 1:
+        elif line[0] in "+-":
             self.react(line)
-        elif line.startswith("as "):
-            who = line.removeprefix("as ").strip()
-            self.user = PEOPLE.get(who, who)
-            self.printer.viewer = self.user
-            self.say(f"you are now {who} ({self.user})")
-        elif line.split()[0] == "wait":
-            self.wait_idle(float(line.split()[1]) if len(line.split()) > 1 else DEFAULT_WAIT_S)
-        elif line.startswith("sleep "):
-            time.sleep(float(line.split()[1]))
         else:
-            self.say(f"unknown input {line!r}; type `help`")
+            self._handle_word(line)
+
+    def _handle_word(self, line: str) -> None:
+        """A line that starts with one of the shell's words (`step`, `as`, `wait`, `sleep`), or none it knows."""
+        first, *rest = line.split()
+        if first == "step":
+            self.sent_at = time.monotonic()
+            self.steps.run(line, user=self.user)
+        elif first == "as":
+            name, self.user = person(" ".join(rest))
+            self.printer.viewer = self.user
+            self.say(f"you are now {name} ({self.user})")
+        elif first == "wait":
+            self.wait_idle(seconds(rest[0], verb="wait", example="120") if rest else DEFAULT_WAIT_S)
+        elif first == "sleep":
+            time.sleep(seconds(rest[0] if rest else None, verb="sleep", example="5"))
+        else:
+            self.say(unknown_line(line))
 
     def command(self, text: str) -> None:
         """Send `/finetune <text>` as a signed slash command, after building what its recipe needs."""
@@ -168,7 +158,7 @@ class Shell:
             self.say("the bot published no Home tab")
             return
         for text in message_text(view).splitlines():
-            self.say(f"  {plain(text)}")
+            self.say(f"  {readable(text, self.printer.names)}")
 
     def newest_run(self) -> str | None:
         """The name of the newest run in the bot's database (a sweep, not one of its trials; not a serving check,
@@ -180,6 +170,9 @@ class Shell:
     def react(self, line: str) -> None:
         """`+name [TS|last]` / `-name [TS|last]` on a message of the channel (threads included)."""
         words = shlex.split(line[1:])
+        if not words or not words[0].strip(":"):
+            self.say(NO_EMOJI)
+            return
         name, target = words[0].strip(":"), (words[1] if len(words) > 1 else "last")
         messages = [m for top in self.standin.messages(DEFAULT_CHANNEL) for m in [top, *self._replies(top)]]
         if not messages:

@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.polyaxon, pytest.mark.trainer]
 SCRIPT = """\
 /finetune help run
 /finetune run recipe=sft-tiny
+/finetune logs $RUN follow
 /finetune run recipe=sft-tny
 wait 300
 /finetune status
@@ -51,6 +52,17 @@ preview
 submit
 home
 wait 120
+/finetune usage
+/finetune budget
+preview
++
+hlep
+finetune status
+wait abc
+sleep soon
+/finetune sweep recipe=quickstart epochs=uniform(1,5)
+as dave
+/finetune run
 """
 # No `quit`: the script ends at EOF, and the last command's answer must still be printed.
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (DEBUG|INFO|WARNING) ", re.MULTILINE)
@@ -128,6 +140,39 @@ def test_local_runs_sft_tiny_to_succeeded_from_a_script(tmp_path: Path, tiny_mod
     # Everything it started is gone: no server, agent or job left behind.
     leftovers = subprocess.run(["pgrep", "-f", str(tmp_path / "store")], capture_output=True, text=True).stdout
     assert leftovers.strip() == "", leftovers
+    shows_what_slack_shows(out)
+
+
+def shows_what_slack_shows(out: str) -> None:
+    """The same session read as a person in Slack would read it, and the shell's answers to lines it cannot run."""
+    # `logs RUN follow`: the streamed message is printed as what it grew by, never as an empty line.
+    streamed = [line for line in out.splitlines() if "] (streamed)" in line]
+    assert streamed and all(line.split("] (streamed)", 1)[1].strip() for line in streamed), len(streamed)
+    assert "The run ended with status" in out, out[-3000:]
+    # Slack's entities read as Slack shows them: channels by name, links by label and address.
+    assert "<#" not in out and "<http" not in out and "|open in Polyaxon>" not in out
+    assert "the card is in #ml-training." in out and "in #C0TRAIN01" not in out
+    assert "#ml-training · from " in out  # `/finetune usage`, a context block of a private reply
+    assert "#ml-training has no accelerator-hour budget" in out  # `/finetune budget`
+    assert re.search(r"log in its thread \[\d+\.\d{6}\]", out), out[-3000:]  # a link to a message: its ts
+    assert re.search(r"open in Polyaxon \(http://127\.0\.0\.1:\d+/ui/", out), out[-3000:]
+    # Lines the shell cannot carry out are answered with what would work.
+    end = out.split("has no accelerator-hour budget", 1)[-1]
+    assert "» no form is open: `form run` opens the run form" in end, end
+    assert "» a reaction needs an emoji name: `+white_check_mark [TS|last]`" in end, end
+    assert "» unknown input 'hlep'; the closest line this shell understands: `help`" in end, end
+    assert "the closest line this shell understands: `/finetune status`" in end, end
+    assert "wait takes a number of seconds, e.g. `wait 120`" in end and "could not convert" not in end, end
+    assert "sleep takes a number of seconds, e.g. `sleep 5`" in end, end
+    # A random sweep of an int key over a range: what the range samples is said first, then what it lacks.
+    sweep = end.split("epochs=uniform(1,5) samples real numbers", 1)[-1]
+    assert "list them, as epochs=1,2,3,4,5" in sweep and "a random sweep needs trials=N" in sweep, end
+    # `as` someone the workspace does not have is refused there, with who it has.
+    assert "there is no 'dave' in this workspace; the shell acts as " in end and "(dave)" not in end, end
+    assert "not a Slack user id" not in out
+    # `/finetune run` alone opens the run form, a modal: told in one line (and only then, not for `form run`).
+    assert out.count("» the run form opened (a modal in Slack); fill it here with `form run`") == 1, end
+    assert "» the run form opened" in end.split("there is no 'dave'", 1)[-1], end
 
 
 SWEEP_SCRIPT = """\

@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 
-from bot.local.messages import describe_change, describe_edit, lines, message_text, plain
-from bot.local.printer import THREAD_INDENT, Printer
+from bot.forms.fields import FORM_CALLBACK
+from bot.local.messages import Names, as_shown, describe_change, describe_edit, lines, message_text, plain
+from bot.local.printer import RUN_FORM_OPENED, THREAD_INDENT, Printer
 from bot.local.slack import SlackStandIn
 from bot.local.slack import chat as chat_api
 from bot.local.slack import reactions as reactions_api
 from bot.local.slack import streams as streams_api
+from bot.local.slack import views as views_api
 from bot.local.slack.state import BOT_USER_ID, DEFAULT_CHANNEL
 from bot.runs.card import CardView, card_text, render_card
 from bot.slack.tables import Cell, Table, table_block
@@ -135,6 +137,56 @@ def test_plain(mrkdwn: str, read: str) -> None:
     assert plain(mrkdwn) == read
 
 
+NAMES = Names(
+    user=lambda user_id: {"U0ALICE01": "alice"}.get(user_id, user_id),
+    group=lambda group_id: {"S0APPROVE": "ml-approvers"}.get(group_id, group_id),
+    channel=lambda channel_id: {"C0TRAIN01": "ml-training"}.get(channel_id, channel_id),
+)
+
+
+@pytest.mark.parametrize(
+    ("mrkdwn", "shown"),
+    [
+        ("the card is in <#C0TRAIN01>.", "the card is in #ml-training."),
+        ("in <#C0OTHER01|ops>", "in #ops"),
+        ("<http://x/ui/runs/9c|open in Polyaxon>", "open in Polyaxon (http://x/ui/runs/9c)"),
+        ("see <https://x.io/a>", "see https://x.io/a"),
+        (
+            "<https://x.slack.com/archives/C0TRAIN01/p1796675708710842?thread_ts=1796675707.455383|in its thread>",
+            "in its thread [1796675708.710842]",
+        ),
+        ("<https://x.io|https://x.io>", "https://x.io"),
+        ("<mailto:ml@x.io|ml@x.io>", "ml@x.io"),
+        ("<@U0ALICE01> and <!subteam^S0APPROVE>, <!here>", "@alice and @ml-approvers, @here"),
+        ("since <!date^1700000000^{date_short}|Nov 14>", "since Nov 14"),
+        ("lr &lt;= 1 &amp;&amp; &lt;#C0TRAIN01&gt;", "lr <= 1 && <#C0TRAIN01>"),
+    ],
+    ids=[
+        "channel",
+        "channel-label",
+        "link",
+        "bare-link",
+        "permalink",
+        "link-to-itself",
+        "mailto",
+        "mentions",
+        "date",
+        "escaped",
+    ],
+)
+def test_as_shown_reads_slack_entities_as_a_person_does(mrkdwn: str, shown: str) -> None:
+    assert as_shown(mrkdwn, NAMES) == shown
+
+
+def test_an_edit_names_channels_and_people() -> None:
+    before = section_message("Waiting · posts in <#C0TRAIN01> for <@U0ALICE01>")
+    after = section_message("Approved · posts in <#C0TRAIN01> for <@U0ALICE01>")
+    assert describe_edit(before, after, NAMES) == "Approved: Waiting → Approved"
+    moved = section_message("Approved · posts in <#C0TRAIN01> for <@U0ALICE01> · <http://x|open in Polyaxon>")
+    assert describe_edit(after, moved, NAMES) == "Approved: open in Polyaxon"
+    assert lines(moved, NAMES)[0].parts == ("Approved", "posts in #ml-training for @alice", "open in Polyaxon")
+
+
 def test_message_text_shows_buttons_and_files() -> None:
     message = {
         "text": "fallback",
@@ -239,6 +291,18 @@ def test_printer_shows_a_streamed_message_as_what_it_grew_by() -> None:
         )
     printer.poll()
     assert out.getvalue().splitlines()[-1] == f"{THREAD_INDENT}[{started['ts']}] (streamed) step 1"
+    printed = out.getvalue()
+    printer.poll()
+    printer.poll()
+    assert out.getvalue() == printed  # it did not grow: nothing printed
+    with standin.state.lock:
+        streams_api.append_stream(
+            standin.state, {"channel": DEFAULT_CHANNEL, "ts": started["ts"], "markdown_text": "\n"}
+        )
+        streams_api.stop_stream(standin.state, {"channel": DEFAULT_CHANNEL, "ts": started["ts"]})
+    printer.poll()
+    printer.poll()
+    assert out.getvalue() == printed  # a line break, then the stop: still nothing a person would read
 
 
 def test_printer_shows_the_bots_direct_messages_to_the_viewer_once() -> None:
@@ -251,3 +315,52 @@ def test_printer_shows_the_bots_direct_messages_to_the_viewer_once() -> None:
     printer.poll()
     printer.poll()
     assert out.getvalue() == f"[{sent['ts']}] (direct message to you) Your run `r` succeeded.\n"
+
+
+def open_modal(standin: SlackStandIn, user: str, view: dict[str, Any]) -> str:
+    """A modal the bot opens for `user` (views.open with a trigger of theirs), as Slack shows it; its id."""
+    trigger = standin.views.mint_trigger(user)
+    with standin.state.lock:
+        opened = views_api.views_open(standin.state, {"trigger_id": trigger, "view": view})
+    return str(opened["view"]["id"])
+
+
+MODAL = {
+    "type": "modal",
+    "title": {"type": "plain_text", "text": "Confirm"},
+    "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "Sure?"}}],
+}
+RUN_FORM = {**MODAL, "title": {"type": "plain_text", "text": "Run a recipe"}, "callback_id": FORM_CALLBACK}
+
+
+def test_a_modal_the_bot_opens_is_told_in_one_line_once() -> None:
+    standin = SlackStandIn()
+    out = io.StringIO()
+    printer = Printer(standin, out, viewer="U0ALICE01")
+    open_modal(standin, "U0BOB0001", MODAL)  # someone else's: not the viewer's to see
+    printer.poll()
+    assert out.getvalue() == ""
+
+    open_modal(standin, "U0ALICE01", RUN_FORM)
+    printer.poll()
+    printer.poll()
+    open_modal(standin, "U0ALICE01", MODAL)
+    printer.poll()
+
+    assert out.getvalue().splitlines() == [
+        f"» {RUN_FORM_OPENED}",
+        "» the bot opened a modal, 'Confirm' (Slack shows it over the channel; the shell cannot)",
+    ]
+    assert "`form run`" in RUN_FORM_OPENED and "`preview`, `submit` or `cancel`" in RUN_FORM_OPENED
+
+
+def test_a_modal_the_shell_shows_itself_is_not_told() -> None:
+    standin = SlackStandIn()
+    out = io.StringIO()
+    printer = Printer(standin, out, viewer="U0ALICE01")
+    printer.drive_views(True)  # `form run`: the form lists its own fields
+    open_modal(standin, "U0ALICE01", RUN_FORM)
+    printer.poll()
+    printer.drive_views(False)
+    printer.poll()
+    assert out.getvalue() == ""

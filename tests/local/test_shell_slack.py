@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from slack_sdk import WebClient
 
-from bot.local.printer import Printer
+from bot.local.printer import RUN_FORM_OPENED, Printer
 from bot.local.shell import Shell
 from bot.local.slack import SlackSender, SlackStandIn
 from bot.local.slack.server import DEFAULT_CHANNEL
@@ -123,3 +123,18 @@ def test_a_step_runs_as_a_workflow_would_and_its_completion_is_printed(session: 
     said = session.type("step no_such_step recipe=x")
     assert "no step 'no_such_step' in the app manifest" in said, said
     assert "step start_finetune_run recipe=sft-tiny channel=#ml-training" in session.type("help")
+
+
+def test_the_run_form_a_bare_run_opens_is_told_and_form_run_fills_it(session: Session) -> None:
+    said = session.type("/finetune run")
+    assert said == f"» {RUN_FORM_OPENED}\n", said  # in Slack a modal: one line says what opened and how to fill it
+
+    said = session.type("form run", "cancel")
+    assert "» the run form is open" in said and RUN_FORM_OPENED not in said, said  # the shell shows this one
+
+
+def test_as_someone_the_workspace_lacks_is_refused_and_you_stay_who_you_were(session: Session) -> None:
+    said = session.type("as dave", "/finetune status")
+    assert "'as dave': there is no 'dave' in this workspace; the shell acts as " in said, said
+    assert session.shell.user == "U0ALICE01" and "not a Slack user id" not in said, said
+    assert "you are now bob (U0BOB0001)" in session.type("as bob")
