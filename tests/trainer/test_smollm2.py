@@ -15,11 +15,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.trainer]
 @pytest.fixture(scope="module")
 def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """SmolLM2-135M-Instruct de-quantized into a model folder (`python -m trainer.fetch_smollm2`)."""
-    from trainer.fetch_smollm2 import fetch_smollm2, missing
+    from trainer.fetch_smollm2 import INSTALL, fetch_smollm2, missing
 
     needs = missing()
     if needs:
-        pytest.fail(f"install what the model needs: {'; '.join(needs)}")
+        pytest.fail(f"install what the model needs ({', '.join(needs)}): {INSTALL}")
     return fetch_smollm2(tmp_path_factory.mktemp("smollm2"))
 
 
