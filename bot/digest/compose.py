@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from bot.runs.kinds import trains
 from bot.slack.blocks import escape, mention
 
 MAX_BLOCKS = 50
@@ -16,6 +17,10 @@ LATE_AFTER = timedelta(minutes=5)
 FINISHED_STATUSES = frozenset(
     {"succeeded", "failed", "stopped", "skipped", "upstream_failed", "done", "submit_failed", "lost"}
 )
+
+
+# How a run that trains nothing is marked on its line (the kinds that are not training runs).
+KIND_MARKS = {"preflight": "preflight", "serving": "serving check", "eval": "evaluation"}
 
 
 class DigestRun(BaseModel):
@@ -112,8 +117,8 @@ def _run_line(run: DigestRun) -> str:
     if run.metric_name and run.metric_value is not None:
         metric = f" · {escape(run.metric_name)} {run.metric_value:.4g}"
     marks = ""
-    if run.kind == "preflight":
-        marks += " · preflight"
+    if run.kind in KIND_MARKS:
+        marks += " · " + KIND_MARKS[run.kind]
     if run.kind == "sweep":
         marks += " · " + _sweep_text(run)
     if run.validation == "unvalidated":
@@ -181,7 +186,8 @@ def best_runs(runs: list[DigestRun]) -> list[tuple[str, str, DigestRun, int]]:
     """
     groups: dict[tuple[str, str], dict[int, DigestRun]] = {}
     for run in runs:
-        if run.status == "succeeded" and run.comparable and run.metric_value is not None and run.eval_contract_hash:
+        ranked = run.status == "succeeded" and run.comparable and trains(run.kind)
+        if ranked and run.metric_value is not None and run.eval_contract_hash:
             lineages = groups.setdefault((run.recipe, run.eval_contract_hash), {})
             key = run.lineage or id(run)
             held = lineages.get(key)
@@ -281,8 +287,12 @@ def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
                 None,
             )
         )
+    # Only training runs are ranked or told non-comparable: an evaluation, a serving check or a preflight is
+    # listed by its status with its kind, whatever its pins.
     non_comparable = [
-        r for r in data.runs if not r.comparable and r.finished_at is not None and r.finished_at >= data.since
+        r
+        for r in data.runs
+        if not r.comparable and trains(r.kind) and r.finished_at is not None and r.finished_at >= data.since
     ]
     if non_comparable:
         blocks.append(

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from bot.catalog.policy import attempts_allowed
 from bot.grammar import scalar_text
-from bot.runs.kinds import RunKind, Verb, applies, kind_of
+from bot.runs.kinds import SHOWN, RunKind, Verb, applies, kind_of
 from bot.settings import PolyaxonSettings
 from bot.slack.blocks import ButtonAction, command_button, context, escape, header, human_duration, mention, section
 from storage.models import Run
@@ -53,7 +53,7 @@ class CardView(BaseModel):
     catalog_revision: str | None = None  # the catalog it was planned from
     presets: list[str] = Field(default_factory=list)
     # The presets the recipe gives by default: the card marks the others as the requester's choice.
-    recipe_presets: list[str] = Field(default_factory=list)
+    recipe_presets: list[str] | None = None
     overrides: dict[str, Any] = Field(default_factory=dict)
     pins: dict[str, Any] = Field(default_factory=dict)
     comparable: bool = True
@@ -113,7 +113,7 @@ def card_view(
         recipe_hash=run.recipe_hash,
         catalog_revision=run.catalog_revision,
         presets=run.presets,
-        recipe_presets=list(recipe_presets or []),
+        recipe_presets=list(recipe_presets) if recipe_presets is not None else None,
         overrides=dict(run.overrides),
         pins={k: v for k, v in run.pins.items() if k in {"model", "dataset", "image", "code", "base"}},
         comparable=run.comparable,
@@ -217,12 +217,29 @@ def _progress(step: int | None, max_steps: int | None, unit: str = "step") -> st
     return f"{unit} {step}/{max_steps} `{'█' * done}{'░' * (10 - done)}`"
 
 
+def progress_summary(view: CardView) -> str:
+    """` · step 20/20 · eval_loss 1.538`: the card's progress and its first figure (the eval contract's metrics
+    first, then the training ones), for a list of runs: the same source as the card."""
+    parts = []
+    if view.step is not None:
+        parts.append(f"{view.step_unit} {view.step}" + (f"/{view.max_steps}" if view.max_steps else ""))
+    for key in (*view.contract_metrics, "eval_loss", *CARD_METRICS):
+        if key in view.metrics:
+            parts.append(f"{escape(key)} {view.metrics[key]:.4g}")
+            break
+    return "".join(f" · {part}" for part in parts)
+
+
 def render_card(view: CardView) -> list[dict[str, Any]]:
     """Blocks of the run's status card, with buttons that carry commands back through the parser."""
     emoji = STATUS_EMOJI.get(view.status, ":grey_question:")
     title = f"preflight · {view.recipe}" if view.kind == "preflight" else view.recipe
     blocks: list[dict[str, Any]] = [header(f"{title} · {view.name}")]
-    chosen = [f"`{escape(p)}`" + ("" if p in view.recipe_presets else " (chosen)") for p in view.presets]
+    # Marked only where the recipe's defaults are known: a card of a recipe the catalog lost marks nothing.
+    known = view.recipe_presets is not None
+    chosen = [
+        f"`{escape(p)}`" + (" (chosen)" if known and p not in (view.recipe_presets or []) else "") for p in view.presets
+    ]
     presets = ", ".join(chosen) or "none"
     status_line = f"{emoji} *{escape(view.status)}*"
     progress = _progress(view.step, view.max_steps, view.step_unit)
@@ -240,21 +257,22 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
         lines.append(f"*Overrides* {overrides}")
     else:
         lines.append("*Overrides* none (the recipe's defaults)")
-    if not view.comparable:
+    shown = SHOWN[RunKind(view.kind)]  # what the card says comes from the kind, not from fields it shares
+    if not view.comparable and shown.trains:
         lines.append(":warning: *non-comparable*: not fully pinned (exploration)")
-    if view.parent_name:
+    if view.parent_name and shown.link:
         name = escape(view.parent_name)
         parent = f"<{view.parent_link}|{name}>" if view.parent_link else f"`{name}`"
-        lines.append(f":leftwards_arrow_with_hook: resumed from {parent}")
+        lines.append(f"{shown.link} {parent}")
     lines += _failure_lines(view)
     lines += _gate_lines(view)
     if view.note:
         lines.append(escape(view.note))
     blocks.append(section("\n".join(lines)))
     # The fixed training metrics, and whatever the run's eval contract measures (a quick start's accuracy).
-    shown = {k: v for k, v in view.metrics.items() if k in CARD_METRICS or k in view.contract_metrics}
-    if shown:
-        latest = " · ".join(f"{escape(k)} `{v:.4g}`" for k, v in sorted(shown.items()))
+    figures = {k: v for k, v in view.metrics.items() if k in CARD_METRICS or k in view.contract_metrics}
+    if figures:
+        latest = " · ".join(f"{escape(k)} `{v:.4g}`" for k, v in sorted(figures.items()))
         blocks.append(section(f"*Latest metrics* {latest}"))
     pins = " · ".join(f"{escape(k)} `{escape(short_pin(str(v)))}`" for k, v in sorted(view.pins.items()))
     ctx = [f"run `{escape(view.uuid[:8])}`" if view.uuid else "not submitted yet"]

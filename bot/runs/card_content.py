@@ -18,10 +18,18 @@ def card_content(deps: RunDeps, run: Run) -> CardView:
         polyaxon_url=polyaxon_url(deps.settings.polyaxon, run),
         parent_name=parent_name,
         parent_link=parent_link,
+        recipe_presets=recipe_presets(deps, run),
         previous_failure=previous_failure,
         now=deps.clock(),
         outage=outage_note(deps, run),
     )
+
+
+def recipe_presets(deps: RunDeps, run: Run) -> list[str] | None:
+    """The presets the run's recipe gives by default (the card marks the others as chosen); None when the catalog no
+    longer has the recipe (nothing is marked)."""
+    recipe = deps.catalog.recipes.get(run.recipe_name)
+    return list(recipe.spec.presets) if recipe is not None else None
 
 
 def outage_note(deps: RunDeps, run: Run) -> str | None:

@@ -173,9 +173,8 @@ KINDS: Mapping[RunKind, Mapping[Verb, Rule]] = {
         Verb.LOGS: YES,
         Verb.STOP: YES,
         Verb.OUTPUTS: YES,
-        Verb.COMPARE: _no(
-            "`{name}` is an evaluation of `{checked}`: compare the run it evaluated, `/finetune compare {checked}`."
-        ),
+        # An evaluation's numbers are the evaluated run's on its suite (bot.runs.measured): compared as that run.
+        Verb.COMPARE: YES,
         Verb.RESUME: _no(
             "`{name}` is an evaluation of `{checked}`: it trains nothing, so there is nothing to resume. "
             "Evaluate again with `/finetune eval {checked}`."
@@ -190,6 +189,32 @@ KINDS: Mapping[RunKind, Mapping[Verb, Rule]] = {
         ),
     },
 }
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a card and a digest say about a kind of run: how its link to another run reads, and whether it is a
+    training run (ranked on its eval contract, labelled non-comparable when not fully pinned)."""
+
+    link: str = ""  # `:emoji: words` before the linked run's name; empty: the link is not told on its card
+    trains: bool = True
+
+
+SHOWN: Mapping[RunKind, Shown] = {
+    RunKind.TRAIN: Shown(),
+    RunKind.ATTEMPT: Shown(link=":leftwards_arrow_with_hook: resumed from"),  # an attempt of a resumed run
+    RunKind.RESUME: Shown(link=":leftwards_arrow_with_hook: resumed from"),
+    RunKind.SWEEP: Shown(),
+    RunKind.TRIAL: Shown(),
+    RunKind.PREFLIGHT: Shown(trains=False),
+    RunKind.SERVING: Shown(link=":satellite: checks the version registered from", trains=False),
+    RunKind.EVAL: Shown(link=":bar_chart: evaluates", trains=False),
+}
+
+
+def trains(kind: str) -> bool:
+    """Whether a stored kind (or a told-apart one) is a training run: ranked, and told non-comparable when unpinned."""
+    return SHOWN[RunKind(kind)].trains
 
 
 def kind_of(run: Run) -> RunKind:
