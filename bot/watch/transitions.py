@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from bot.usage import UsageService
 
 
+# The endings whose run may have logged figures since the watcher last listed it (a lost run can't be read).
+ENDED_WITH_FIGURES = frozenset({"succeeded", "failed", "stopped"})
+
+
 class Transitions:
     """Tells a run's status transitions for the watcher."""
 
@@ -41,6 +45,20 @@ class Transitions:
         self.clock = clock
         self.usage = usage
         self.gateway = runs.gateway
+
+    def _latest_figures(self, run: Run, info: RunInfo, *, final: bool) -> dict[str, Any]:
+        """An ended run's figures, the one source every view reads: the last value of each metric it logged (what
+        it had before, where Polyaxon has none), with a succeeded run's final evaluation by its eval contract (the
+        trainer's results) over the last logged values; its step is the highest any metric reached."""
+        summary, step = self.gateway.metrics_summary(run.polyaxon_uuid or "")
+        metrics = {k: float(v) for k, v in run.last_metrics.items() if isinstance(v, int | float)} | summary
+        if final:
+            contract_metrics = [str(m) for m in (run.eval_contract or {}).get("metrics") or []]
+            metrics.update(final_eval(info.outputs, contract_metrics))
+        fields: dict[str, Any] = {"last_metrics": metrics}
+        if step is not None and step >= (run.last_step or 0):
+            fields["last_step"] = step
+        return fields
 
     def report(self, run: Run, info: RunInfo, stats: TickStats) -> None:
         """Record and tell the status Polyaxon now has for `run` (its conditions read), with what it means."""
@@ -68,15 +86,14 @@ class Transitions:
             # Out of what held it (a scheduling problem, a failed attempt): the transition says that is over.
             text = waited_text(status, run.condition)
         upload: tuple[bytes, int] | None = None
-        if status == "succeeded":
-            metrics, step = self.gateway.metrics_summary(run.polyaxon_uuid or "")
+        if status in ENDED_WITH_FIGURES:
+            # However it ended, the card, the digest and `compare` show the same latest figures: read once more
+            # now (the watcher's last listing may be older than what the run logged before it ended).
+            fields.update(self._latest_figures(run, info, final=status == "succeeded"))
             stats.polyaxon_requests += 1
-            # The final evaluation by the eval contract (the trainer's results) wins over the last logged values.
+        if status == "succeeded":
             contract_metrics = [str(m) for m in (run.eval_contract or {}).get("metrics") or []]
-            metrics.update(final_eval(info.outputs, contract_metrics))
-            fields["last_metrics"] = metrics
-            if step is not None:
-                fields["last_step"] = step
+            metrics = dict(fields["last_metrics"])
             text = ":white_check_mark: *succeeded*" + self.failures.attempt_label(run)
             text += metrics_text(metrics, contract_metrics)
             # The requester hears it (and only they are mentioned), once: the transition is told once.

@@ -340,3 +340,25 @@ def test_a_transition_being_told_right_now_is_left_to_its_teller(
     assert not any("*stopping*" in str(m["text"]) for m in standin.replies(DEFAULT_CHANNEL, run.card_ts or ""))
     watcher.recover_after = timedelta(0)  # ...and once it is old, it is a crash's leftover: told once
     assert watcher.tick().recovered_posts == 1
+
+
+@pytest.mark.parametrize("ending", ["stopped", "failed"])
+def test_a_run_that_ended_has_its_latest_figures_read_again_however_it_ended(
+    sessions: SessionFactory, standin: SlackStandIn, ending: str
+) -> None:
+    clock = Clock()
+    gateway = FakeGateway(clock)
+    watcher = make_watcher(sessions, standin, gateway, clock, 1)
+    clock.now += timedelta(seconds=10)
+    gateway.put("uuid0000", outputs={"loss": 3.0, "eval_loss": 2.458, "global_step": 35})
+    watcher.tick()  # the card shows step 35 while it runs
+    # It logged on to step 41 and ended before the watcher listed it again (a stop between two ticks).
+    clock.now += timedelta(seconds=10)
+    gateway.put("uuid0000", status=ending)
+    gateway.metrics["uuid0000"] = ({"loss": 1.2, "eval_loss": 1.538}, 41)
+    assert watcher.tick().transitions == 1
+    with sessions() as s:
+        [run] = repos.list_recent_runs(s, limit=1)
+    assert (run.status, run.last_step, run.last_metrics["eval_loss"]) == (ending, 41, 1.538)
+    card = str(standin.message(DEFAULT_CHANNEL, run.card_ts or "").get("blocks"))
+    assert "step 41" in card and "eval_loss `1.538`" in card and "2.458" not in card, card
