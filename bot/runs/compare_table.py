@@ -91,12 +91,27 @@ def mark_superseded(rows: list[CompareRow]) -> None:
         row.superseded_by = None if leaf is row else leaf.name
 
 
+def ranked_rows(rows: Sequence[CompareRow], metric: str) -> list[CompareRow]:
+    """The rows that can be ranked on `metric`: final, unsuperseded, measured on it."""
+    return [r for r in rows if r.final and r.superseded_by is None and metric in r.values]
+
+
 def best_row(rows: Sequence[CompareRow], metric: str, higher: bool) -> CompareRow | None:
-    """The best final, unsuperseded run by `metric`; None when no run has a final value."""
-    ranked = [r for r in rows if r.final and r.superseded_by is None and metric in r.values]
-    if not ranked:
+    """The best final, unsuperseded run by `metric`; None when no run has a final value or the best value is
+    shared (a tie has no winner: `tied_rows` names them)."""
+    ranked = ranked_rows(rows, metric)
+    if not ranked or len(tied_rows(rows, metric, higher)) > 1:
         return None
     return (max if higher else min)(ranked, key=lambda r: r.values[metric])
+
+
+def tied_rows(rows: Sequence[CompareRow], metric: str, higher: bool) -> list[CompareRow]:
+    """The ranked rows that share the best value of `metric` (more than one: a tie)."""
+    ranked = ranked_rows(rows, metric)
+    if not ranked:
+        return []
+    top = (max if higher else min)(r.values[metric] for r in ranked)
+    return [r for r in ranked if r.values[metric] == top]
 
 
 def differing_params(rows: Sequence[CompareRow]) -> list[str]:
@@ -123,7 +138,7 @@ def compare_grid(rows: Sequence[CompareRow], *, metric: str, metrics: Sequence[s
             Cell(row.name, bold=row is best, emoji="trophy" if row is best else None),
             Cell(_state(row)),
             *[Cell(_value(row, c)) for c in columns],
-            *[Cell(scalar_text(row.params.get(k))) for k in params],
+            *[Cell(_param(row, k)) for k in params],
         ]
         for row in rows
     ]
@@ -149,7 +164,7 @@ def render_table(
     lines = []
     for row in rows:
         cells = " · ".join(_cell(row, c) for c in columns)
-        hyper = " ".join(f"`{escape(k)}={escape(scalar_text(row.params.get(k)))}`" for k in params)
+        hyper = " ".join(f"`{escape(k)}={escape(_param(row, k))}`" for k in params)
         mark = " :trophy:" if best is not None and row is best else ""
         lines.append(f"• `{escape(row.name)}`{mark} ({escape(_state(row))}) {cells}" + (f" · {hyper}" if hyper else ""))
     blocks = [header(f"Compare {len(rows)} runs by {metric}")]
@@ -170,13 +185,24 @@ def render_table(
     notes.extend(within_stderr(rows, metric, best))
     if params:
         notes.append("Columns after the metrics are the hyperparameters that differ between these runs.")
-    if best is None:
-        notes.append("No run here has a final evaluation yet, so none is marked best.")
+    tied = tied_rows(rows, metric, higher)
+    if len(tied) > 1:
+        names = ", ".join(f"`{escape(r.name)}`" for r in tied)
+        notes.append(
+            f"{names} tie on the final *{escape(metric)}* ({tied[0].values[metric]:.4g}): none is marked best."
+        )
+    elif best is None:
+        notes.append("No run here has a final evaluation of it yet, so none is marked best.")
     cut = overflow_note(grid, noun="runs", where="the whole table is in this thread as `compare.csv`")
     if cut:
         notes.append(cut)
     blocks.append(context(*notes))
     return CompareMessage(lines=lines, blocks=blocks, csv=None if grid.fits else table_csv(grid))
+
+
+def _param(row: CompareRow, key: str) -> str:
+    """A hyperparameter's value, or — for a run that has no such key (another trainer's)."""
+    return scalar_text(row.params[key]) if row.params.get(key) is not None else "—"
 
 
 def _cell(row: CompareRow, metric: str) -> str:
@@ -199,5 +225,8 @@ def _state(row: CompareRow) -> str:
         return f"{row.status}, resumed as {row.superseded_by}: not ranked"
     if row.final:
         return f"{row.status}, final eval"
+    if row.status == "succeeded":
+        # It ended with its own evaluation, but not of these metrics (another contract, compared exploratory).
+        return "succeeded, not evaluated on this metric: not ranked"
     progress = f" at step {row.step}" + (f"/{row.max_steps}" if row.max_steps else "") if row.step is not None else ""
     return f"{row.status}{progress}, partial: not ranked"

@@ -29,12 +29,17 @@ def legend_labels(rows: Sequence[CompareRow]) -> dict[str, str]:
     """Each run's legend entry by name: the hyperparameters that differ between the runs, as the table shows them;
     the run's name alone where none differs, and after them where two runs would otherwise read the same."""
     keys = differing_params(rows)
-    said = {row.name: SEPARATOR.join(f"{key}={scalar_text(row.params.get(key))}" for key in keys) for row in rows}
+    said = {row.name: SEPARATOR.join(f"{key}={_value(row.params.get(key))}" for key in keys) for row in rows}
     counts = Counter(said.values())
     return {
         name: text if text and counts[text] == 1 else SEPARATOR.join(part for part in (text, name) if part)
         for name, text in said.items()
     }
+
+
+def _value(value: object) -> str:
+    """A hyperparameter's value, or — for a run without the key (another trainer's), as the table shows it."""
+    return "—" if value is None else scalar_text(value)
 
 
 def plot_histories(

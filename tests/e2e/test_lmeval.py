@@ -12,11 +12,13 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.local.polyaxon import LocalPolyaxonStack
 from storage import repos
+from storage.models import Run
 from tests.e2e.conftest import CHANNEL, REPO, LiveBot, reply_text, start_live_bot
 from tests.e2e.test_lifecycle import run_name_in
 from tests.fixtures.slack import wait_for
@@ -75,6 +77,7 @@ def live_bot(
 def test_a_harness_contract_on_the_card_confirmed_by_outputs_then_eval_and_compare(live_bot: LiveBot) -> None:
     name = run_name_in(live_bot.command("run recipe=sft-tiny-lmeval"))
     alt_name = run_name_in(live_bot.command("run recipe=sft-tiny-lmeval-alt max_steps=4 save_steps=4"))
+    sft_name = run_name_in(live_bot.command("run recipe=sft-tiny max_steps=4 save_steps=4"))  # judged on eval_loss
     run = live_bot.wait_status(name, {"succeeded"}, timeout=300)
     live_bot.wait_card(run, "succeeded", *METRICS)
     metrics = dict(live_bot.run_named(name).last_metrics or {})
@@ -122,6 +125,28 @@ def test_a_harness_contract_on_the_card_confirmed_by_outputs_then_eval_and_compa
     )
     assert "± " in str(table[-1].get("blocks")) and "standard error" in str(table[-1].get("blocks"))
 
+    # An sft-tiny run is judged on its own contract (eval_loss): compared with the harness run only through an
+    # evaluation of it on the suite, as the refusal says; its evaluation's card says what it is, not a resume.
+    live_bot.wait_status(sft_name, {"succeeded"}, timeout=300)
+    assert "not confirmed" not in reply_text(live_bot.command(f"outputs {sft_name}"))
+    refused = reply_text(live_bot.command(f"compare {name} {sft_name}"))
+    assert "evaluated differently" in refused and f"/finetune eval {sft_name} suite=tiny" in refused, refused
+    of_sft = live_bot.wait_status(
+        run_name_in(live_bot.command(f"eval {sft_name} suite=tiny")), {"succeeded"}, timeout=300
+    )
+    card = reply_text(live_bot.card(of_sft))
+    assert ":bar_chart: evaluates" in card and sft_name in card.split(":bar_chart: evaluates", 1)[1], card
+    assert "resumed from" not in card and "non-comparable" not in card, card
+    sft = live_bot.run_named(sft_name)
+    # Named as the run (compared in the first run's thread) or as its evaluation (in the evaluated run's).
+    for pair, thread in ((f"{name} {sft_name}", confirmed), (f"{of_sft.name} {name}", sft)):
+        before = len(comparisons(live_bot, thread))
+        assert "Posted the comparison" in reply_text(live_bot.command(f"compare {pair}")), pair
+        shown = str(wait_for(lambda t=thread, n=before: comparisons(live_bot, t)[n:])[-1].get("blocks"))
+        assert f"`{sft_name}`: its numbers are its evaluation `{of_sft.name}`'s" in shown, shown
+        assert "EXPLORATORY" not in shown and "tiny_capitals-acc" in shown, shown
+    assert sft.eval_contract_hash != confirmed.eval_contract_hash
+
     # A registered version is evaluated too (its run's final model), and its criteria cite the harness's metrics.
     assert "approval request" in reply_text(live_bot.command(f"register {name} model=tiny-lmeval"))
     with live_bot.runtime.services.sessions() as s:
@@ -137,6 +162,11 @@ def test_a_harness_contract_on_the_card_confirmed_by_outputs_then_eval_and_compa
         of_version.parent_run_id == confirmed.id
         and of_version.params["subject"] == f"model tiny-lmeval:v1 (run {name})"
     )
+
+
+def comparisons(bot: LiveBot, run: Run) -> list[dict[str, Any]]:
+    """The comparisons posted in a run's thread, oldest first."""
+    return [m for m in bot.standin.replies(CHANNEL, run.card_ts or "") if "Comparison" in str(m)]
 
 
 def test_eval_refuses_what_it_cannot_evaluate(live_bot: LiveBot) -> None:

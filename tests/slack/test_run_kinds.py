@@ -183,7 +183,6 @@ def refused_phrases(kind: RunKind, verb: Verb, world: dict[RunKind, Run]) -> lis
         (RunKind.SERVING, Verb.RESUME): ["it trains nothing", f"/finetune promote {version} stage=staging"],
         (RunKind.SERVING, Verb.REGISTER): [f"is a serving check, not a model: register the run it checked, `{train}`"],
         (RunKind.SERVING, Verb.APPROVE): ["judges its report", f"/finetune promote {version} stage=staging"],
-        (RunKind.EVAL, Verb.COMPARE): [f"is an evaluation of `{train}`", f"/finetune compare {train}"],
         (RunKind.EVAL, Verb.RESUME): ["it trains nothing", f"/finetune eval {train}"],
         (RunKind.EVAL, Verb.REGISTER): [f"register the run it evaluated, `{train}`"],
         (RunKind.EVAL, Verb.APPROVE): ["not a model", f"/finetune register {train} model=NAME"],

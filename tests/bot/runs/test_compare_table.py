@@ -133,3 +133,35 @@ def test_more_columns_than_a_table_holds_are_cut_with_a_note_and_the_whole_table
     lines = list(csv.reader(io.StringIO(message.csv.decode())))
     assert lines[0] == ["run", "state", *metrics] and lines[1][:3] == ["a", "succeeded, final eval", "0.5"]
     assert lines[2][0] == "b :trophy:" and len(lines[2]) == 26  # lower is better here
+
+
+def _render(rows: list[CompareRow], *, metric: str = "eval_loss", higher: bool = False) -> CompareMessage:
+    return render_table(
+        rows, metric=metric, higher=higher, metrics=METRICS, contract_hash="sha256:c", differing_contracts=[],
+        peers_note=None,
+    )  # fmt: skip
+
+
+def test_a_tie_has_no_trophy_and_says_so() -> None:
+    message = _render([row("a", 1, loss=1.0), row("b", 2, loss=1.0)], metric="eval_loss")
+    text = "\n".join(message.lines) + str(message.blocks)
+    assert ":trophy:" not in text and "trophy" not in str(message.blocks), text
+    assert "`a`, `b` tie on the final *eval_loss* (1): none is marked best." in str(message.blocks)
+    assert best_row([row("a", 1, loss=1.0), row("b", 2, loss=1.0)], "eval_loss", higher=False) is None
+    assert best_row([row("a", 1, loss=1.0), row("b", 2, loss=2.0)], "eval_loss", higher=False).name == "a"  # type: ignore[union-attr]
+
+
+def test_across_trainers_a_succeeded_run_without_the_metric_and_a_missing_key_read_plainly() -> None:
+    # An SFT run and a DPO run compared exploratory: the DPO run has its own contract's metrics, not eval_loss,
+    # and only it has `beta`.
+    sft = row("sft", 1, params={"learning_rate": 2e-5})
+    dpo = CompareRow(
+        name="dpo", run_id=2, status="succeeded", final=False, values={}, step=20, max_steps=20, lineage=2,
+        params={"learning_rate": 2e-5, "beta": 0.1},
+    )  # fmt: skip
+    message = _render([sft, dpo])
+    [line] = [line for line in message.lines if line.startswith("• `dpo`")]
+    assert "succeeded, not evaluated on this metric: not ranked" in line and "partial" not in line, line
+    assert "None" not in "\n".join(message.lines) and "None" not in str(message.blocks), message.lines
+    [sft_line] = [line for line in message.lines if line.startswith("• `sft`")]
+    assert "`beta=—`" in sft_line and ":trophy:" in sft_line, sft_line
