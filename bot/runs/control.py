@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from bot.redact import cap_tail, redact
 from bot.runs.admit import find_run_for
-from bot.runs.card import card_text, render_card
+from bot.runs.card import card_text, card_view, progress_summary, render_card
 from bot.runs.deps import RunDeps
 from bot.runs.errors import Reply, RunError
 from bot.runs.kinds import Verb
@@ -16,6 +16,7 @@ from storage import repos
 from storage.models import Run
 
 TERMINAL = repos.TERMINAL_STATUSES
+RECENT = 5  # the ended runs `/finetune status` lists beside the active ones
 CancelHook = Callable[[Run, str], str | None]
 INLINE_LOG_BYTES = 3500
 
@@ -43,16 +44,29 @@ class RunControl:
             return Reply(text=card_text(view), blocks=blocks)
         with self.deps.sessions() as s:
             active = list(repos.list_active_runs(s, requester=user))
-        if not active:
-            return Reply(text="You have no active runs.")
-        lines = []
-        for run in active[:30]:
-            step = f" · step {run.last_step}" if run.last_step is not None else ""
-            lines.append(f"• `{escape(run.name)}` ({escape(run.recipe_name)}) *{escape(run.status)}*{step}")
-        more = f"\n…and {len(active) - 30} more" if len(active) > 30 else ""
-        return Reply(
-            text=f"{len(active)} active runs", blocks=[header("Your active runs"), section("\n".join(lines) + more)]
-        )
+            finished = list(repos.list_finished_runs(s, requester=user, limit=RECENT))
+        if not active and not finished:
+            return Reply(
+                text="You have no runs yet: `/finetune run recipe=NAME` starts one (`/finetune recipes` lists them)."
+            )
+        blocks = [header("Your runs")]
+        if active:
+            lines = [self._line(run) for run in active[:30]]
+            more = f"\n…and {len(active) - 30} more" if len(active) > 30 else ""
+            blocks.append(section(f"*Active* ({len(active)})\n" + "\n".join(lines) + more))
+        else:
+            blocks.append(section("*Active*: none."))
+        if finished:
+            lines = [self._line(run) for run in finished]
+            blocks.append(section(f"*Recently ended* (your last {len(finished)})\n" + "\n".join(lines)))
+        blocks.append(context("`/finetune status RUN` shows one run's card."))
+        return Reply(text=f"{len(active)} active runs, {len(finished)} recently ended", blocks=blocks)
+
+    @staticmethod
+    def _line(run: Run) -> str:
+        """`• `name` (recipe) *status* · step 20/20 · eval_loss 1.538`: what its card shows, without reads."""
+        view = card_view(run, polyaxon_url=None)
+        return f"• `{escape(run.name)}` ({escape(run.recipe_name)}) *{escape(run.status)}*{progress_summary(view)}"
 
     def logs(self, ref: str, *, lines: int, user: str) -> Reply:
         """Post the run's last log lines in its thread (a file when long); redacted."""

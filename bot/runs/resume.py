@@ -131,7 +131,7 @@ class Resumer:
             status=info.status or "created",
             message=f"copy of {parent.polyaxon_uuid}",
             text=f"Loads `{checkpoint}` (step {step}) of `{escape(parent.name)}`"
-            + (f", schedule extended to {cmd.max_steps} steps" if cmd.max_steps is not None else "")
+            + schedule_text(cmd.max_steps, total)
             + f" (Polyaxon `{escape(str(info.uuid))}`).",
             polyaxon_uuid=info.uuid,
         )
@@ -143,6 +143,18 @@ class Resumer:
             purpose="resume",
         )
         return Reply(text=f"Resuming `{escape(parent.name)}` as `{escape(name)}`.")
+
+
+def schedule_text(wanted: int | None, total: int | None) -> str:
+    """`, schedule extended from 300 to 600 steps` (shortened, or set where the parent's is unknown): what
+    `max_steps=` did to the parent's schedule; empty without it."""
+    if wanted is None:
+        return ""
+    if total is None:
+        return f", schedule set to {wanted} steps"
+    if wanted == total:
+        return f", schedule unchanged ({total} steps)"
+    return f", schedule {'extended' if wanted > total else 'shortened'} from {total} to {wanted} steps"
 
 
 def inherited_fields(parent: Run) -> dict[str, Any]:

@@ -92,6 +92,15 @@ def render_budget(channel: str, budget: BudgetState | None) -> str:
     return f":moneybag: <#{escape(channel)}>: {budget.line()} (this {budget.period} from {budget.start:%Y-%m-%d} UTC)."
 
 
+def render_removed(channel: str, removed: BudgetState | None, user: str) -> str:
+    """`/finetune budget off`: the removal confirmed, with what the budget was and had spent."""
+    was = f" (it was {removed.line()})" if removed is not None else ""
+    return (
+        f":white_check_mark: Removed <#{escape(channel)}>'s accelerator-hour budget{was}, by {mention(user)}. "
+        "Runs here are no longer held against a budget; `/finetune budget set HOURS per=week|month` sets one again."
+    )
+
+
 def top_spenders(rows: list[UsageRow], limit: int = 3) -> str | None:
     """The digest's line: the period's total and its top spenders, or None when nothing ran."""
     if not rows:

@@ -20,7 +20,7 @@ from bot.runs.deps import RunDeps
 from bot.slack.blocks import escape, mention
 from bot.usage.accounting import UsageRow, group_usage, period_bounds, run_usage, running_seconds
 from bot.usage.estimate import Estimate, Sample, Work, estimate, work_units
-from bot.usage.render import NOTICE_LEVEL, BudgetState, render_budget, render_usage, top_spenders
+from bot.usage.render import NOTICE_LEVEL, BudgetState, render_budget, render_removed, render_usage, top_spenders
 from storage import repos
 from storage.models import Run
 
@@ -138,18 +138,21 @@ class UsageService:
                 raise RunError(
                     f"only an approver may change the channel's budget (FINETUNE_APPROVERS); {mention(user)} is not one"
                 )
+            removed = self.budget_state(channel) if cmd.action == "off" else None
             with self.deps.sessions() as s:
                 if cmd.action == "set":
                     assert cmd.hours is not None
                     repos.set_budget(s, channel=channel, hours=cmd.hours, period=cmd.period, set_by=user)
                     detail = f"{cmd.hours:g} accelerator-hours per {cmd.period}"
-                elif not repos.delete_budget(s, channel=channel):
-                    raise RunError(f"<#{escape(channel)}> has no budget to remove")  # mrkdwn: the channel is a link
                 else:
+                    if not repos.delete_budget(s, channel=channel):
+                        raise RunError(f"<#{escape(channel)}> has no budget to remove")  # mrkdwn: the channel is a link
                     detail = "removed"
                 repos.add_audit(
                     s, user=user, channel=channel, command=f"budget {cmd.action}", outcome="ok", detail=detail
                 )
+            if cmd.action == "off":
+                return Reply(text=render_removed(channel, removed, user))
             self.notify_if_near(channel)
         return Reply(text=render_budget(channel, self.budget_state(channel)))
 

@@ -132,6 +132,14 @@ def list_recent_runs(session: Session, *, limit: int = 100) -> Sequence[Run]:
     return session.exec(select(Run).order_by(col(Run.id).desc()).limit(limit)).all()
 
 
+def list_finished_runs(session: Session, *, requester: str, limit: int = 5) -> Sequence[Run]:
+    """One requester's newest runs in a terminal state, newest first (a sweep's trials are its sweep's)."""
+    stmt = select(Run).where(
+        Run.requester == requester, col(Run.status).in_(TERMINAL_STATUSES), col(Run.sweep_id).is_(None)
+    )
+    return session.exec(stmt.order_by(col(Run.id).desc()).limit(limit)).all()
+
+
 def update_run(session: Session, run: Run, **fields: Any) -> Run:
     """Set fields on a run and bump updated_at."""
     for key, value in fields.items():

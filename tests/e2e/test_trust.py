@@ -124,6 +124,15 @@ def test_compare_ranks_final_evals_of_finished_runs_only_and_shows_what_differs(
     assert "learning_rate=0.003" in lines[first.name], lines  # the hyperparameter that differs, as a column
     assert "partial: not ranked" in lines[stopped.name] and ":trophy:" not in lines[stopped.name], lines
     assert text.count(":trophy:") == 1
+    # One source of a stopped run's figures: its card, read again when it ended, says what `compare` says, and
+    # its step is not behind the checkpoint its stop post names.
+    ended = live_bot.run_named(stopped.name)
+    card = blocks_text(live_bot.card(ended))
+    assert f"step {ended.last_step}/200" in card and (ended.last_step or 0) >= (ended.checkpoint_step or 0), card
+    for metric, value in ended.last_metrics.items():
+        if f"{metric} `" in lines[stopped.name] and isinstance(value, float):
+            assert f"{metric} `{value:.4g}`" in lines[stopped.name], (metric, value, lines)
+            assert f"{metric} `{value:.4g}`" in card, (metric, value, card)
 
     alone = reply_text(live_bot.command(f"compare {second.name}"))
     assert "Posted the comparison" in alone
@@ -141,11 +150,13 @@ def test_resume_loads_one_checkpoint_says_which_and_copies_only_that_one(
 ) -> None:
     assert stopped.checkpoint_step is not None and stopped.checkpoint_step >= 10
     step = stopped.checkpoint_step
-    resumed = reply_text(live_bot.command(f"resume {stopped.name}"))
+    resumed = reply_text(live_bot.command(f"resume {stopped.name} max_steps=150"))
     child_name = run_name_in({"text": resumed.split("as", 1)[-1]})
     child = live_bot.wait_status(child_name, {"running", "succeeded"}, timeout=180)
     told = wait_for(lambda: [t for t in live_bot.thread(child) if "Resumed from" in t], timeout=120)
-    assert f"`checkpoint-{step}` (step {step}/200)" in told[0], told
+    assert f"`checkpoint-{step}` (step {step}/150)" in told[0], told
+    # A shorter schedule than the parent's 200 steps is told as what it is.
+    assert any("schedule shortened from 200 to 150 steps" in t for t in live_bot.thread(child)), live_bot.thread(child)
     assert sum("Resumed from" in t for t in live_bot.thread(child)) == 1
     outputs = Path(polyaxon_stack.store) / (child.polyaxon_uuid or "") / "outputs"
     # The run's folder in the store is a mirror of its context folder, synced every few seconds while it runs: a
@@ -166,6 +177,7 @@ def test_a_succeeded_run_resumes_only_with_a_longer_schedule(live_bot: LiveBot, 
     child = live_bot.wait_status(run_name_in({"text": extended.split("as", 1)[-1]}), {"succeeded"}, timeout=300)
     told = wait_for(lambda: [t for t in live_bot.thread(child) if "Resumed from" in t], timeout=60)
     assert "`checkpoint-20` (step 20/30)" in told[0], told
+    assert any("schedule extended from 20 to 30 steps" in t for t in live_bot.thread(child)), live_bot.thread(child)
     assert child.last_step == 30
 
 
