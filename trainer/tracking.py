@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from trainer.writes import write
+
 logger = logging.getLogger("trainer.callbacks")
 
 
@@ -79,9 +81,10 @@ class JsonlSink:
 class PolyaxonSink:
     """Forwards to the Polyaxon run this process runs in (`polyaxon.tracking`).
 
-    Polyaxon's writes are fire-and-forget here: a failed API call is logged and training goes on, since
-    the agent's final events sync is the backstop (DESIGN.md). That sync only carries the last metric
-    values, so `close` sends every output logged during the run once more, blocking, with a few retries.
+    Polyaxon's writes are fire-and-forget here: a call that fails is retried while the failure is transient, logged
+    only when its last try failed too (trainer.writes), and training goes on, since the agent's final events sync
+    is the backstop (DESIGN.md). That sync only carries the last metric values, so `close` sends every output
+    logged during the run once more, blocking.
     """
 
     FINAL_ATTEMPTS = 3
@@ -123,10 +126,7 @@ class PolyaxonSink:
     def close(self) -> None:
         """Send the outputs once more (blocking), check the lineage landed, then flush the run's event writers."""
         if self._outputs:
-            for attempt in range(1, self.FINAL_ATTEMPTS + 1):
-                if self._call("log_outputs", async_req=False, **self._outputs):
-                    break
-                time.sleep(0.5 * attempt)
+            self._call("log_outputs", async_req=False, **self._outputs)
         for attempt in range(1, self.FINAL_ATTEMPTS + 1):
             if self._lineage_complete():
                 break
@@ -167,12 +167,8 @@ class PolyaxonSink:
             return False
 
     def _call(self, method: str, **kwargs: Any) -> bool:
-        try:
-            getattr(self.run, method)(**kwargs)
-            return True
-        except Exception as exc:  # tracking must never fail the training run
-            logger.warning("polyaxon %s failed: %s", method, exc)
-            return False
+        """One write, retried while its failures are transient (trainer.writes); whether it landed."""
+        return write(lambda: getattr(self.run, method)(**kwargs), method, logger)
 
 
 class MultiSink:

@@ -22,6 +22,8 @@ class CountingProxy:
         self.down = False
         # Connections open now (HTTP/1.1 keeps them): `refuse` cuts them too, as a stopped server's go.
         self._open: set[socket.socket] = set()
+        # The next requests of a method answered with a status instead of forwarded (`answer_next`).
+        self._refusals: dict[str, list[int]] = {}
         self._lock = threading.Lock()
         proxy = self
 
@@ -42,6 +44,13 @@ class CountingProxy:
                 proxy.requests.append((self.command, self.path))
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
+                refused = proxy._take_refusal(self.command)
+                if refused:
+                    # As the sandbox answers an overlapping write now and then: a status, no body.
+                    self.send_response(refused, http.client.responses.get(refused, ""))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if proxy.down:
                     self.send_response(503, "Service Unavailable")
                     self.send_header("Content-Length", "0")
@@ -70,6 +79,16 @@ class CountingProxy:
         self._server: ThreadingHTTPServer | None = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._port = int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def answer_next(self, method: str, status: int, count: int = 1) -> None:
+        """Answer the next `count` requests of `method` with `status` (e.g. PATCH 405), forwarding none of them."""
+        with self._lock:
+            self._refusals.setdefault(method.upper(), []).extend([status] * count)
+
+    def _take_refusal(self, method: str) -> int | None:
+        with self._lock:
+            waiting = self._refusals.get(method)
+            return waiting.pop(0) if waiting else None
 
     @property
     def host(self) -> str:
