@@ -29,6 +29,7 @@ from bot.catalog.overrides import NotAnIntError, OverrideSpec, find_override
 from bot.catalog.plan import Plan
 from bot.catalog.trainers import component_trainer
 from bot.grammar import RunCommand, Scalar, SweepAxis, SweepCommand, scalar_text
+from bot.grammar.sweep import NEEDS_TRIALS, whole_range, whole_values
 from bot.polyaxon.spec import OperationSpecError, check_operation
 
 
@@ -78,6 +79,10 @@ def plan_sweep(
             "a sweep needs one (its first metric ranks the trials)"
         )
     space = [_check_axis(recipe, component, key, axis) for key, axis in cmd.space.items()]
+    if cmd.trials is None:  # the grammar left it to the axes' types, which hold: only the sample size is missing
+        raise PlanError(NEEDS_TRIALS)
+    trials: int = cmd.trials
+    concurrency = min(cmd.concurrency, trials)
     inputs = [swept.input for swept in space]
     doubled = sorted({name for name in inputs if inputs.count(name) > 1})
     if doubled:
@@ -106,7 +111,7 @@ def plan_sweep(
     seed = cmd.sampler_seed
     if cmd.mode == "random" and seed is None:
         seed = derived_seed(cmd)
-    matrix = compile_matrix(cmd.mode, space, trials=cmd.trials, concurrency=cmd.concurrency, seed=seed)
+    matrix = compile_matrix(cmd.mode, space, trials=trials, concurrency=concurrency, seed=seed)
     if target is not None:
         matrix["earlyStopping"] = [
             {
@@ -142,8 +147,8 @@ def plan_sweep(
     return SweepPlan(
         plan=sweep_plan,
         mode=cmd.mode,
-        trials=cmd.trials,
-        concurrency=cmd.concurrency,
+        trials=trials,
+        concurrency=concurrency,
         seed=seed,
         space=space,
         metric=metric,
@@ -194,9 +199,11 @@ def _check_axis(recipe: Recipe, component: Component, key: str, axis: SweepAxis)
             raise PlanError(f"{key}={axis.describe()}: two values are the same once typed ({override.describe()})")
         return SweptKey(key=key, input=override.input, kind="choice", values=values)
     if override.type != "float":
+        listed = whole_values(axis) if whole_range(axis) else "V1,V2,…"
         raise PlanError(
             f"{key}={axis.describe()}: {key} is {override.describe()}, and {axis.kind} samples real numbers; "
-            f"list its values instead ({key}=V1,V2,… or {key}=choice(V1,V2,…))"
+            f"list its values instead: {key}={listed} (a grid: every value, no trials=N needed) or "
+            f"{key}=choice({listed}) mode=random trials=N"
         )
     assert axis.low is not None and axis.high is not None
     _coerce(override, key, axis.low, f"{axis.low:g}")

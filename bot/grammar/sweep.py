@@ -66,7 +66,7 @@ class SweepCommand(RecipeCommand):
     space: dict[str, SweepAxis]
     mode: Literal["grid", "random"] = "grid"
     # The number of trials: a random search's sample size, or a cap on a grid (its first N combinations).
-    trials: int
+    trials: int | None  # None: a random sweep over a range of whole numbers whose key's type the catalog judges
     concurrency: int
     # The random search's seed: the same command samples the same trials (derived from the command when unset).
     sampler_seed: int | None = None
@@ -128,12 +128,14 @@ def _parse_sweep(tokens: list[str]) -> SweepCommand:
         elif trials > size:
             notes.append(f"trials={trials} is more than the grid's {size} combinations: the sweep runs {size}")
             trials = size
-    elif trials is None:
-        raise CommandError("; ".join([*_whole_ranges(space), NEEDS_TRIALS]))
+    elif trials is None and not any(whole_range(axis) for axis in space.values()):
+        raise CommandError(NEEDS_TRIALS)
+    # A range between whole numbers (`epochs=uniform(1,5)`) without trials=N is left to the catalog, which knows
+    # whether the key takes whole numbers: that problem is told first, then the missing trials=N (plan_sweep).
     concurrency = DEFAULT_CONCURRENCY
     if "concurrency" in options:
         concurrency = _bounded_int("concurrency", options["concurrency"], 1, MAX_CONCURRENCY)
-    if concurrency > trials:
+    if trials is not None and concurrency > trials:
         concurrency = trials
     seed = _bounded_int("sampler_seed", options["sampler_seed"], 0, 2**31 - 1) if "sampler_seed" in options else None
     if seed is not None and mode == "grid":
@@ -150,25 +152,23 @@ def _parse_sweep(tokens: list[str]) -> SweepCommand:
     )
 
 
-def _whole_ranges(space: dict[str, SweepAxis]) -> list[str]:
-    """What a range between whole numbers (`epochs=uniform(1,5)`) samples, said before anything else is asked: real
-    numbers, which a key that takes whole numbers refuses, so such a key lists its values instead (a grid needs no
-    trials=N). Whether the key takes whole numbers is the recipe's; the catalog refuses the range if so."""
-    told = []
-    for key, axis in space.items():
-        if not axis.continuous or axis.low is None or axis.high is None:
-            continue
-        if not (axis.low.is_integer() and axis.high.is_integer()):
-            continue
-        low, high = int(axis.low), int(axis.high)
-        whole = range(low, high + 1) if high - low < MAX_LISTED else (low, (low + high) // 2, high)
-        listed = ",".join(str(n) for n in whole)
-        told.append(
-            f"{key}={axis.describe()} samples real numbers, not whole ones: if {key} takes whole numbers, list "
-            f"them, as {key}={listed} (a grid: every value, no trials=N needed) or {key}=choice({listed}) "
-            "mode=random trials=N"
-        )
-    return told
+def whole_range(axis: SweepAxis) -> bool:
+    """Whether the axis is a range between whole numbers (`uniform(1,5)`): real numbers, unless the key refuses them."""
+    return (
+        axis.continuous
+        and axis.low is not None
+        and axis.high is not None
+        and axis.low.is_integer()
+        and (axis.high.is_integer())
+    )
+
+
+def whole_values(axis: SweepAxis) -> str:
+    """The whole numbers a range between whole numbers could list instead: all of a few, else its ends and middle."""
+    assert axis.low is not None and axis.high is not None
+    low, high = int(axis.low), int(axis.high)
+    whole = range(low, high + 1) if high - low < MAX_LISTED else (low, (low + high) // 2, high)
+    return ",".join(str(n) for n in whole)
 
 
 def parse_axis(key: str, value: str) -> SweepAxis | None:

@@ -164,9 +164,11 @@ def shows_what_slack_shows(out: str) -> None:
     assert "the closest line this shell understands: `/finetune status`" in end, end
     assert "wait takes a number of seconds, e.g. `wait 120`" in end and "could not convert" not in end, end
     assert "sleep takes a number of seconds, e.g. `sleep 5`" in end, end
-    # A random sweep of an int key over a range: what the range samples is said first, then what it lacks.
-    sweep = end.split("epochs=uniform(1,5) samples real numbers", 1)[-1]
-    assert "list them, as epochs=1,2,3,4,5" in sweep and "a random sweep needs trials=N" in sweep, end
+    # A random sweep of an int key over a range, without trials=N: the key's type is the problem told, with the
+    # values to list instead (a grid needs no trials=N).
+    assert "epochs=uniform(1,5): epochs is int 1..50, and uniform samples real numbers" in end, end
+    assert "epochs=1,2,3,4,5 (a grid: every value, no trials=N needed)" in end, end
+    assert "a random sweep needs trials=N" not in end, end
     # `as` someone the workspace does not have is refused there, with who it has.
     assert "there is no 'dave' in this workspace; the shell acts as " in end and "(dave)" not in end, end
     assert "not a Slack user id" not in out

@@ -260,3 +260,42 @@ def test_a_loss_target_minimizes(catalog: Catalog) -> None:
     assert result.plan.operation["matrix"]["earlyStopping"] == [
         {"kind": "metric_early_stopping", "metric": "eval_loss", "value": 2.5, "optimization": "minimize"}
     ]
+
+
+# --- a range between whole numbers without trials=N: the key's type is told first --------------------------
+
+
+def refused(catalog: Catalog, text: str) -> str:
+    with pytest.raises(PlanError) as error:
+        plan(catalog, text)
+    return str(error.value)
+
+
+def test_a_range_over_an_int_key_is_refused_for_its_type_before_trials_is_asked(catalog: Catalog) -> None:
+    told = refused(catalog, "sweep recipe=quickstart epochs=uniform(1,5)")
+    assert told == (
+        "epochs=uniform(1,5): epochs is int 1..50, and uniform samples real numbers; list its values instead: "
+        "epochs=1,2,3,4,5 (a grid: every value, no trials=N needed) or epochs=choice(1,2,3,4,5) mode=random trials=N"
+    )
+    assert "trials=N (how many" not in told  # the missing sample size is not the problem to fix first
+
+
+def test_a_range_of_whole_numbers_over_a_float_key_is_judged_on_its_bounds_then_asked_its_trials(
+    catalog: Catalog,
+) -> None:
+    assert refused(catalog, "sweep recipe=quickstart lr=uniform(1,5)") == (
+        "lr=5 (in the sweep): 5 is out of bounds: float in (0, 1]"
+    )
+    assert refused(catalog, "sweep recipe=sft-tiny max_steps=5,10 lr=uniform(0,1)").startswith("lr=0 (in the sweep)")
+    # Bounds that hold: only the sample size is missing, asked once the axes are judged.
+    told = refused(catalog, "sweep recipe=grpo-qwen-0p5b-lora temperature=uniform(1,2)")
+    assert told == "a random sweep needs trials=N (how many points to sample), e.g. trials=8", told
+
+
+def test_a_range_of_real_numbers_is_asked_its_trials_by_the_grammar() -> None:
+    from bot.grammar import CommandError
+
+    with pytest.raises(CommandError) as error:
+        parse_command("sweep recipe=quickstart lr=uniform(0.01,0.5)")
+    assert error.value.message == "a random sweep needs trials=N (how many points to sample), e.g. trials=8"
+    assert command("sweep recipe=quickstart epochs=1,2,3,4,5").trials == 5  # listed: a grid, no trials=N
