@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import threading
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,11 @@ def render_png(size: tuple[float, float], draw: Callable[[Figure], None]) -> byt
     with _DRAWING:
         figure = Figure(figsize=size)
         draw(figure)
-        figure.tight_layout()
+        with warnings.catch_warnings():
+            # "Tight layout not applied" (long legend entries on a narrow figure) is cosmetic: the picture is
+            # drawn with the default margins, never refused.
+            warnings.simplefilter("ignore", UserWarning)
+            figure.tight_layout()
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=100)
         return buffer.getvalue()

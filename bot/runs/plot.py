@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from bot.grammar import scalar_text
 from bot.runs.compare_table import CompareRow, differing_params
 from bot.runs.pictures import render_png
+from bot.slack.blocks import clip
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -32,7 +33,7 @@ def legend_labels(rows: Sequence[CompareRow]) -> dict[str, str]:
     said = {row.name: SEPARATOR.join(f"{key}={_value(row.params.get(key))}" for key in keys) for row in rows}
     counts = Counter(said.values())
     return {
-        name: text if text and counts[text] == 1 else SEPARATOR.join(part for part in (text, name) if part)
+        name: clip(text if text and counts[text] == 1 else SEPARATOR.join(part for part in (text, name) if part), 60)
         for name, text in said.items()
     }
 

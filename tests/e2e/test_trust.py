@@ -129,10 +129,10 @@ def test_compare_ranks_final_evals_of_finished_runs_only_and_shows_what_differs(
     ended = live_bot.run_named(stopped.name)
     card = blocks_text(live_bot.card(ended))
     assert f"step {ended.last_step}/200" in card and (ended.last_step or 0) >= (ended.checkpoint_step or 0), card
-    for metric, value in ended.last_metrics.items():
-        if f"{metric} `" in lines[stopped.name] and isinstance(value, float):
-            assert f"{metric} `{value:.4g}`" in lines[stopped.name], (metric, value, lines)
-            assert f"{metric} `{value:.4g}`" in card, (metric, value, card)
+    for metric, value in ended.last_metrics.items():  # ` eval_loss `…``: the name whole (not `loss` in it)
+        if f" {metric} `" in lines[stopped.name] and isinstance(value, float):
+            assert f" {metric} `{value:.4g}`" in lines[stopped.name], (metric, value, lines)
+            assert f" {metric} `{value:.4g}`" in card, (metric, value, card)
 
     alone = reply_text(live_bot.command(f"compare {second.name}"))
     assert "Posted the comparison" in alone

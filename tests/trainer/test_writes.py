@@ -12,6 +12,16 @@ from trainer.writes import ATTEMPTS, CLIENT_LOGGER, transient, write
 log = logging.getLogger("trainer.callbacks")
 
 
+@pytest.fixture(autouse=True)
+def client_logger_as_in_a_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Polyaxon's client logger as a job's process has it: enabled, propagating (another test of this process may
+    have configured logging otherwise)."""
+    client = logging.getLogger(CLIENT_LOGGER)
+    monkeypatch.setattr(client, "disabled", False)
+    monkeypatch.setattr(client, "propagate", True)
+    monkeypatch.setattr(client, "level", logging.NOTSET)
+
+
 class Answer(Exception):
     def __init__(self, status: int) -> None:
         super().__init__(f"({status})")

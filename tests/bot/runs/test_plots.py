@@ -167,3 +167,22 @@ def test_sweep_trials_with_the_same_value_and_metric_are_drawn_apart_and_the_bes
         (0.2, 0.5),
     ]  # values unchanged
     assert legend_texts(lr) == legend_texts(opt) == ["best: lr=0.1 · opt=adam (t1)"]
+
+
+def test_long_legend_entries_on_a_narrow_figure_still_draw_a_picture() -> None:
+    # What a comparison of runs that differ in many keys hands the plot: tight_layout cannot fit its margins and
+    # warns (an error under this suite's filterwarnings); the picture is drawn all the same, entries clipped.
+    from bot.runs.plot import plot_histories
+
+    params = {f"key_{i}": 10**i for i in range(12)}
+    rows = [
+        CompareRow(name=f"sft-tiny-{n}", run_id=n, status="succeeded", final=True, params={**params, "seed": n})
+        for n in (1, 2)
+    ]
+    rows[1].params.update({k: v + 1 for k, v in params.items()})
+    labels = legend_labels(rows)
+    assert all(len(text) <= 60 for text in labels.values()), labels
+    histories = {row.name: {"eval_loss": [(1, 2.0), (2, 1.5)], "loss": [(1, 3.0), (2, 2.0)]} for row in rows}
+    for given in (labels, {row.name: " · ".join(f"{k}={v}" for k, v in row.params.items()) for row in rows}):
+        png = plot_histories(histories, ["eval_loss", "loss"], exploratory=True, labels=given)
+        assert png is not None and png.startswith(b"\x89PNG")
