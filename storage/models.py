@@ -86,6 +86,9 @@ class Run(SQLModel, table=True):
     # (the start deadline) and `notify` (a channel for final failures). Kept with the run: a recipe edited later
     # does not change the rules of a run already going.
     policy: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON(), nullable=True))
+    # Training health (bot.health): the state its rules keep between observations (smoothed loss, best eval,
+    # streaks, the step rate since the last start) and which alerts fired, at which step.
+    health: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON(), nullable=True))
     # Attempt N of a retried run; the first attempt's id (None on the first), whose card every attempt edits.
     attempt: int = Field(default=1, sa_column_kwargs={"server_default": "1"})
     first_attempt_id: int | None = Field(default=None, foreign_key="runs.id")

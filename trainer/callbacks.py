@@ -34,6 +34,19 @@ def numeric_metrics(logs: dict[str, Any]) -> dict[str, float]:
     return metrics
 
 
+NONFINITE = "nonfinite_values"  # read by the bot's health rules (bot.health.rules)
+NONFINITE_KEYS = "nonfinite_keys"
+
+
+def nonfinite_keys(logs: dict[str, Any]) -> list[str]:
+    """The metrics of a Trainer log record that are NaN or infinite (a loss that diverged), sorted."""
+    return sorted(
+        key
+        for key, value in logs.items()
+        if isinstance(value, int | float) and not isinstance(value, bool) and not math.isfinite(value)
+    )
+
+
 class TrackingCallback(TrainerCallback):
     """Forwards params (once, at train start) and every logged metric with its global step to a sink."""
 
@@ -61,8 +74,15 @@ class TrackingCallback(TrainerCallback):
         """Log train metrics, eval metrics and the final train summary at the current global step."""
         if state.is_world_process_zero and logs:
             metrics = numeric_metrics(logs)
+            broken = nonfinite_keys(logs)
+            if broken:
+                # Polyaxon keeps no NaN: the count and the names go instead, for the bot's `nan` alert.
+                metrics[NONFINITE] = float(len(broken))
+                self.sink.log_outputs({NONFINITE_KEYS: ", ".join(broken), "nonfinite_step": state.global_step})
             if metrics:
                 self.sink.log_metrics(state.global_step, metrics)
+            if state.max_steps and state.max_steps > 0:
+                self.sink.log_progress(state.global_step / state.max_steps)
 
 
 class CheckpointMetaCallback(TrainerCallback):

@@ -26,6 +26,9 @@ class TrackingSink(Protocol):
     def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
         """Record metrics at a global step."""
 
+    def log_progress(self, done: float) -> None:
+        """Record how far the run is, 0..1 (Polyaxon's UI shows it)."""
+
     def log_results(self, results: dict[str, Any]) -> None:
         """Record the final results of the run."""
 
@@ -59,6 +62,9 @@ class JsonlSink:
     def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
         """Write a `metrics` record."""
         self._write("metrics", step=step, metrics=metrics)
+
+    def log_progress(self, done: float) -> None:
+        """Progress is Polyaxon's to show; the JSONL file has the steps."""
 
     def log_results(self, results: dict[str, Any]) -> None:
         """Write a `results` record."""
@@ -105,6 +111,10 @@ class PolyaxonSink:
         reads from its list of changed runs: `global_step` there is the card's step without a request per run.
         """
         self._call("log_metrics", step=step, global_step=step, **metrics)
+
+    def log_progress(self, done: float) -> None:
+        """Polyaxon's run progress (its client throttles the writes)."""
+        self._call("log_progress", value=min(1.0, max(0.0, done)))
 
     def log_results(self, results: dict[str, Any]) -> None:
         """Log the final results as run outputs."""
@@ -186,6 +196,11 @@ class MultiSink:
         """Fan out `log_metrics`."""
         for sink in self.sinks:
             sink.log_metrics(step, metrics)
+
+    def log_progress(self, done: float) -> None:
+        """Fan out `log_progress`."""
+        for sink in self.sinks:
+            sink.log_progress(done)
 
     def log_results(self, results: dict[str, Any]) -> None:
         """Fan out `log_results`."""

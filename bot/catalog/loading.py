@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from bot.catalog.alerts import CUSTOM, not_applying
 from bot.catalog.choices import check_recipe, dataset_entry
 from bot.catalog.datasets import DatasetEntry, RowCache, load_datasets, local_entry
 from bot.catalog.errors import CatalogError
@@ -22,6 +23,7 @@ from bot.catalog.overrides import OverrideSpec, parse_override_type
 from bot.catalog.presets import parse_preset
 from bot.catalog.rewards import RewardFunction, load_rewards
 from bot.catalog.schema_errors import explain
+from bot.catalog.trainers import component_trainer
 from bot.catalog.yamlfile import safe_load
 from bot.grammar import closest, did_you_mean, is_cluster_key
 
@@ -172,6 +174,10 @@ def _load_recipe(
             f"no component {spec.component!r}{did_you_mean(closest(spec.component, list(components)))}",
         )
     spec = check_recipe(rel, spec, component, datasets, rewards, suites)
+    kind = component_trainer(component)
+    stray = not_applying(kind.name if kind is not None else CUSTOM, spec.alerts)
+    if stray:
+        raise CatalogError(rel, "alerts", f"{'; '.join(stray)}: {spec.component} does not log what they watch")
     if spec.preflight is not None:
         checker = components.get(spec.preflight.component)
         if checker is None:

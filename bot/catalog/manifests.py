@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from bot.catalog.alerts import AlertsSpec
 from bot.catalog.overrides import OverrideSpec
 from bot.catalog.policy import RetrySpec, duration_s
 from bot.grammar import Scalar
@@ -224,6 +225,8 @@ class RecipeFile(_Strict):
     # When runs go wrong (bot.catalog.policy): retried classes and budget, the start deadline, a channel for
     # final failures (besides the run's own thread).
     retry: RetrySpec | None = None
+    # Training health watched from chat (bot.catalog.alerts): which alerts warn, which stop the run, their settings.
+    alerts: AlertsSpec | None = None
     max_pending: str | int | None = None
     notify: str | None = Field(default=None, pattern=r"^[CG][A-Z0-9]{6,}$")
 

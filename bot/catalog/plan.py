@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from bot.catalog.alerts import health_policy
 from bot.catalog.cost import CostProfile
 from bot.catalog.errors import PlanError
 from bot.catalog.manifests import Component, Recipe
@@ -182,5 +183,6 @@ def compile_plan(
             max_pending=spec.max_pending,
             notify=spec.notify,
             preset_max_pending=[(p.name, p.max_pending) for p in presets if p.max_pending is not None],
-        ),
+        )
+        | health_policy(component, spec.alerts),
     )
