@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from bot.health.render import TITLES
 from bot.runs.kinds import trains
 from bot.slack.blocks import escape, mention
 
@@ -52,6 +53,8 @@ class DigestRun(BaseModel):
     sweep_metric: str | None = None
     # Why it failed or was stopped by the bot (bot.failures): the class's title, and whether a retry took over.
     failure: str | None = None
+    # The training-health alerts that fired (bot.health), by kind.
+    alerts: list[str] = Field(default_factory=list)
 
 
 class DigestApproval(BaseModel):
@@ -229,7 +232,8 @@ def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
     # Finished non-comparable runs are listed apart from the ranking; "not pinned" covers those still going.
     unpinned = [r for r in data.runs if not r.pinned and r.finished_at is None and r.created_at >= data.since]
     nothing = (
-        not any(by_status.values())
+        not any(r.alerts for r in data.runs)
+        and not any(by_status.values())
         and not stuck
         and not going
         and not data.approvals
@@ -256,6 +260,10 @@ def compose_digest(data: DigestData, now: datetime) -> list[dict[str, Any]]:
     if going:
         lines = [f"{_run_line(r)} — *{escape(r.status)}*{_progress(r)}" for r in going]
         blocks.append(_list_section(f":runner: *In progress* ({len(lines)})", lines, data.more_link))
+    alerted = [r for r in data.runs if r.alerts and (r.finished_at is None or r.finished_at >= data.since)]
+    if alerted:
+        lines = [f"{_run_line(r)} — {escape(', '.join(TITLES.get(k, k) for k in r.alerts))}" for r in alerted]
+        blocks.append(_list_section(f":rotating_light: *With alerts* ({len(lines)})", lines, data.more_link))
     if stuck:
         blocks.append(
             _list_section(

@@ -315,6 +315,7 @@ def to_digest_run(run: Run, base: str | None, *, lineage: int = 0, sweep: Sweep 
         max_steps=max_steps if isinstance(max_steps, int) and max_steps > 0 else None,
         sweep=(sweep.progress or {}) if sweep is not None else None,
         sweep_metric=sweep.metric if sweep is not None else None,
+        alerts=list(((run.health or {}).get("alerted") or {}).keys()),
     )
 
 

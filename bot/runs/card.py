@@ -10,9 +10,12 @@ from pydantic import BaseModel, Field
 
 from bot.catalog.policy import attempts_allowed
 from bot.grammar import scalar_text
+from bot.health.render import badge, pace_text
+from bot.health.rules import pace
+from bot.runs.card_durations import durations_line
 from bot.runs.kinds import SHOWN, RunKind, Verb, applies, kind_of
 from bot.settings import PolyaxonSettings
-from bot.slack.blocks import ButtonAction, command_button, context, escape, header, human_duration, mention, section
+from bot.slack.blocks import ButtonAction, command_button, context, escape, header, mention, section
 from storage.models import Run
 
 STATUS_EMOJI = {
@@ -90,6 +93,9 @@ class CardView(BaseModel):
     durations: str | None = None
     # While Polyaxon does not answer (told once it lasted a while): the card says its state may be behind.
     outage: str | None = None
+    # Training health (bot.health): the alerts that fired, and a running run's pace (` · 30 % · ETA 4 min`).
+    alerts: list[str] = Field(default_factory=list)
+    pace: str = ""
 
 
 def card_view(
@@ -141,6 +147,12 @@ def card_view(
         condition=run.condition if run.started_at is None else None,
         durations=durations_line(run, now) if now is not None else None,
         outage=outage,
+        alerts=list(((run.health or {}).get("alerted") or {}).keys()),
+        pace=(
+            pace_text(run.last_step, max_steps, pace(run.health or {}, total=max_steps))
+            if run.status in {"running", "processing"}
+            else ""
+        ),
     )
 
 
@@ -150,46 +162,6 @@ def outage_line(host: str, since: datetime) -> str:
         f":warning: Polyaxon at `{escape(host)}` has not answered since {since:%H:%M} UTC: this card shows the "
         "last state the bot saw; the bot keeps asking, and the card catches up when Polyaxon answers."
     )
-
-
-def durations_line(run: Run, now: datetime) -> str | None:
-    """`waited 12 s · ran 3 min 4 s` (`waited 40 s so far`, `… · running for 2 min`); None before submission."""
-    if run.polyaxon_uuid is None:
-        return None
-    created, started, finished = run.created_at, run.started_at, run.finished_at
-    if started is None:
-        return f"waited {human_duration(((finished or now) - created).total_seconds())}" + (
-            "" if finished else " so far"
-        )
-    waited = f"waited {human_duration((started - created).total_seconds())}"
-    if finished is None:
-        return f"{waited} · running for {human_duration((now - started).total_seconds())}"
-    return f"{waited} · ran {human_duration(ran_seconds(run))}{used_text(run.cost)}"
-
-
-def ran_seconds(run: Run) -> float:
-    """How long an ended run ran: as the usage service measured it when it settled the run (what its hours
-    count: `bot.usage.accounting.running_seconds`), else Polyaxon's stamps (a run without a cost profile)."""
-    used = (run.cost or {}).get("used_s")
-    if isinstance(used, int | float):
-        return float(used)
-    if run.started_at is None or run.finished_at is None:
-        return 0.0
-    return (run.finished_at - run.started_at).total_seconds()
-
-
-def used_text(cost: dict[str, Any] | None) -> str:
-    """` · used 0.0021 accelerator-hours (1 accelerator, 0.01 USD)`: what an ended run used, once the usage
-    service settled it: the running time shown × what its presets hold."""
-    if not cost or cost.get("used_hours") is None:
-        return ""
-    hours = float(cost["used_hours"])
-    unit = str(cost.get("unit") or "accelerator")
-    count = float(cost.get("count") or 0)
-    held = f"{count:g} {unit}{'s' * (count != 1)}"
-    money = f", {float(cost['used_money']):,.2f} {cost.get('currency') or ''}".rstrip() if "used_money" in cost else ""
-    shown = f"{hours:,.1f}" if hours >= 10 else f"{hours:.3g}"
-    return f" · used {shown} {unit}-hours ({held}{money})"
 
 
 def polyaxon_url(settings: PolyaxonSettings, run: Run) -> str | None:
@@ -244,12 +216,14 @@ def render_card(view: CardView) -> list[dict[str, Any]]:
     status_line = f"{emoji} *{escape(view.status)}*"
     progress = _progress(view.step, view.max_steps, view.step_unit)
     if progress:
-        status_line += f" · {progress}"
+        status_line += f" · {progress}{view.pace}"
     if view.attempts > 1:
         status_line += f" · attempt {view.attempt}/{view.attempts}"
     lines = [status_line, f"*Requested by* {mention(view.requester)} · *Presets* {presets}"]
     if view.outage:
         lines.insert(1, view.outage)
+    if view.alerts:
+        lines.insert(1, badge(view.alerts))
     if view.durations:
         lines.append(f":stopwatch: {view.durations}")
     if view.overrides:

@@ -11,8 +11,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from bot.health.rules import Alert
 from bot.runs import RunService
 from bot.slack.blocks import escape
+from bot.watch.health import HealthWatch
 from bot.watch.report import live_metrics, live_step
 from storage import repos
 from storage.models import Run
@@ -39,22 +41,30 @@ class Progress:
         self.mention = mention
         # The requester's direct message (bot.notify), when they chose one: (run, reason, detail).
         self.tell = tell
+        # Each new observation of the metrics through the recipe's alert rules (bot.health).
+        self.health = HealthWatch(runs, mention=mention, tell=tell)
 
     def note(self, run: Run, info: RunInfo, now: datetime) -> bool:
         """A changed running run: its metrics (the card edited when they moved) and when it last moved; changed?"""
         metrics = live_metrics(info.outputs)
         step = live_step(info.outputs)
         stored = {k: v for k, v in run.last_metrics.items() if isinstance(v, int | float)}
-        changed = bool(metrics) and metrics != stored
+        # A new metric row: values that moved, or the step (a row that repeats the last values is still one more
+        # log for the health rules' windows).
+        changed = bool(metrics) and (metrics != stored or (step is not None and step != run.last_step))
         moved = info.updated_at or now
         activity = run.last_activity_at or run.started_at or run.created_at
         if not changed and moved <= activity:
             return False
         fields: dict[str, Any] = {"last_activity_at": max(activity, moved)}
+        fired: list[Alert] = []
         if changed:
             fields["last_metrics"] = metrics
             if step is not None:
                 fields["last_step"] = step
+            health, fired = self.health.observe(run, metrics, step, info.outputs, now)
+            if health is not None:
+                fields["health"] = health
         with self.runs.sessions() as s:
             fresh = repos.get_run(s, run_id=run.id or 0)
             if fresh is None:
@@ -63,6 +73,7 @@ class Progress:
         if changed:
             # Coalesced (bot.runs.thread): a card whose metrics move every second is edited at Slack's pace.
             self.runs.thread.update_card(fresh)
+            self.health.tell_fired(fresh, fired, info.outputs)
         return changed
 
     def flag_stuck(self, active: Sequence[Run], now: datetime) -> int:

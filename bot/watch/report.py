@@ -47,6 +47,7 @@ BOOKKEEPING = frozenset(
         "checkpoint_best_step",
         "resumed_from_step",
         "stopped_at_step",
+        "nonfinite_step",  # where the trainer met a NaN (bot.health reads its count and names)
         "model_size_bytes",
         "model_files",
     }

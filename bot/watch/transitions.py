@@ -23,6 +23,7 @@ from storage.models import Run
 if TYPE_CHECKING:
     from bot.polyaxon import RunInfo
     from bot.usage import UsageService
+    from bot.watch.health import HealthWatch
 
 
 # The endings whose run may have logged figures since the watcher last listed it (a lost run can't be read).
@@ -39,8 +40,10 @@ class Transitions:
         clock: Callable[[], datetime],
         *,
         usage: UsageService | None = None,
+        health: HealthWatch | None = None,
     ) -> None:
         self.runs = runs
+        self.health = health  # the alert rules, over the rows a run logged since the last look (bot.watch.health)
         self.failures = failures
         self.clock = clock
         self.usage = usage
@@ -59,6 +62,23 @@ class Transitions:
         if step is not None and step >= (run.last_step or 0):
             fields["last_step"] = step
         return fields
+
+    def _last_rows(self, run: Run, info: RunInfo) -> bool:
+        """An ended run's rows since the last look through its alert rules: a run that ended between two looks (or
+        whose last rows were written as it closed) is told what they showed."""
+        if self.health is None:
+            return False
+        metrics = {k: float(v) for k, v in run.last_metrics.items() if isinstance(v, int | float)}
+        health, fired = self.health.observe(run, metrics, run.last_step, info.outputs, self.clock(), ended=True)
+        if health is None:
+            return False
+        with self.runs.sessions() as s:
+            fresh = repos.get_run(s, run_id=run.id or 0)
+            if fresh is None:
+                return True
+            repos.update_run(s, fresh, health=health)
+        self.health.tell_fired(fresh, fired, info.outputs)
+        return True
 
     def report(self, run: Run, info: RunInfo, stats: TickStats) -> None:
         """Record and tell the status Polyaxon now has for `run` (its conditions read), with what it means."""
@@ -119,6 +139,8 @@ class Transitions:
             )
             text = self.failures.never_ran_text(run, status, words or None)
         fresh = self.runs.thread.transition(run, status=status, message=reason, text=text, **fields)
+        if status in ENDED_WITH_FIGURES and self._last_rows(fresh, info):
+            stats.polyaxon_requests += 1  # its metrics' history
         # By direct message too, when they chose it (`notify=`): once per run and reason, never raising.
         self.failures.notifier.tell_end(fresh, status)
         if upload is not None:

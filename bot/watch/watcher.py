@@ -83,7 +83,7 @@ class Watcher:
         self.outage = PolyaxonOutage(runs, clock)
         # What a status change says; an ended run's accelerator-hours go on its card (`usage`), and the channel hears
         # once when 80 % of its budget is spent.
-        self.transitions = Transitions(runs, self.failures, clock, usage=usage)
+        self.transitions = Transitions(runs, self.failures, clock, usage=usage, health=self.progress.health)
 
     def tick(self) -> TickStats:
         """One pass: tell unposted transitions, retry pending submissions, poll, report changes, settle the rest.

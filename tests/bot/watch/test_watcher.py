@@ -19,7 +19,7 @@ from bot.catalog import Catalog
 from bot.local.slack import SlackStandIn
 from bot.local.slack.server import DEFAULT_CHANNEL
 from bot.metrics import BotMetrics
-from bot.polyaxon import GatewayError, LogTail, RunInfo, StatusCondition
+from bot.polyaxon import GatewayError, LogTail, MetricPoint, RunInfo, StatusCondition
 from bot.runs import RunService, transition_metadata
 from bot.runs.card_edits import CardEdits
 from bot.settings import FinetuneSettings, Settings, SlackSettings
@@ -41,6 +41,7 @@ class FakeGateway:
         self.clock = clock
         self.runs: dict[str, RunInfo] = {}
         self.metrics: dict[str, tuple[dict[str, float], int | None]] = {}
+        self.history: dict[str, dict[str, list[MetricPoint]]] = {}  # by uuid, what its metrics' events hold
         self.calls: list[str] = []
 
     def put(
@@ -48,6 +49,13 @@ class FakeGateway:
     ) -> None:
         """What Polyaxon does on a status change or an outputs sync: the run changes and `updated_at` moves."""
         run = self.runs.get(uuid) or RunInfo(uuid=uuid, name=uuid, status="running")
+        step = (outputs or {}).get("global_step")
+        if isinstance(step, int):  # a metrics row: its events in the history too, as the trainer's tracking writes
+            history = self.history.setdefault(uuid, {})
+            for name, value in (outputs or {}).items():
+                if isinstance(value, float) and name != "global_step":
+                    point = MetricPoint(step=step, timestamp=self.clock.now - timedelta(seconds=ago_s), value=value)
+                    history.setdefault(name.replace("/", "__"), []).append(point)
         self.runs[uuid] = run.model_copy(
             update={
                 "status": status or run.status,
@@ -82,6 +90,10 @@ class FakeGateway:
     def metrics_summary(self, uuid: str) -> tuple[dict[str, float], int | None]:
         self.calls.append("metrics")
         return self.metrics.get(uuid, ({}, None))
+
+    def metric_history(self, uuid: str, names: list[str], *, max_points: int = 200) -> dict[str, list[MetricPoint]]:
+        self.calls.append("history")
+        return {name: points for name, points in self.history.get(uuid, {}).items() if name in names}
 
     def tail_logs(self, uuid: str, *, lines: int = 50, since: datetime | None = None) -> LogTail:
         self.calls.append("logs")
@@ -362,3 +374,126 @@ def test_a_run_that_ended_has_its_latest_figures_read_again_however_it_ended(
     assert (run.status, run.last_step, run.last_metrics["eval_loss"]) == (ending, 41, 1.538)
     card = str(standin.message(DEFAULT_CHANNEL, run.card_ts or "").get("blocks"))
     assert "step 41" in card and "eval_loss `1.538`" in card and "2.458" not in card, card
+
+
+def test_a_nan_is_told_once_with_its_evidence_and_a_recipe_that_says_stop_stops_the_run(
+    sessions: SessionFactory, standin: SlackStandIn
+) -> None:
+    from bot.catalog.alerts import AlertsSpec, trainer_alerts
+
+    clock = Clock()
+    gateway = FakeGateway(clock)
+    stopped: list[str] = []
+    gateway.stop = stopped.append  # type: ignore[attr-defined]
+    watcher = make_watcher(sessions, standin, gateway, clock, 1)
+    with sessions() as s:
+        [run] = repos.list_recent_runs(s, limit=1)
+        alerts = trainer_alerts("sft", AlertsSpec.model_validate({"nan": "stop"}))
+        repos.update_run(s, run, policy={"alerts": alerts, "trainer": "sft"}, params={"max_steps": 300})
+    for step, loss in ((10, 3.0), (20, 2.5)):
+        clock.now += timedelta(seconds=10)
+        gateway.put("uuid0000", outputs={"loss": loss, "global_step": step, "checkpoint_latest_step": step})
+        watcher.tick()
+    card = str(standin.message(DEFAULT_CHANNEL, run.card_ts or "").get("blocks"))
+    assert "step 20/300" in card and "ETA" in card and "Alerts" not in card, card  # the pace, no badge
+    for step in (30, 40):  # the NaN stays the last value of the count: told once
+        clock.now += timedelta(seconds=10)
+        gateway.put(
+            "uuid0000",
+            outputs={"loss": 2.4, "global_step": step, "nonfinite_values": 1.0, "nonfinite_keys": "grad_norm, loss",
+                     "checkpoints": ["checkpoint-10", "checkpoint-20"], "checkpoint_latest_step": 20},
+        )  # fmt: skip
+        watcher.tick()
+    posts = [m for m in standin.replies(DEFAULT_CHANNEL, run.card_ts or "") if "*NaN*" in str(m.get("text"))]
+    assert len(posts) == 1, posts
+    text = str(posts[0]["text"])
+    assert "grad_norm, loss at step 30" in text and "Stopped by the recipe's `alerts: {nan: stop}`" in text, text
+    assert f"/finetune resume {run.name} checkpoint=step-20" in text, text
+    assert stopped == ["uuid0000"]
+    card = str(standin.message(DEFAULT_CHANNEL, run.card_ts or "").get("blocks"))
+    assert ":rotating_light: *Alerts*: NaN" in card, card
+    with sessions() as s:
+        audit = [a for a in repos.list_audit(s, limit=20) if a.command == f"stop {run.name}"]
+    assert audit and audit[0].user == "finetune-bot" and "nan: stop" in (audit[0].detail or ""), audit
+
+
+def test_an_alert_without_stop_offers_the_stop_button_and_stops_nothing(
+    sessions: SessionFactory, standin: SlackStandIn
+) -> None:
+    from bot.catalog.alerts import trainer_alerts
+
+    clock = Clock()
+    gateway = FakeGateway(clock)
+    stopped: list[str] = []
+    gateway.stop = stopped.append  # type: ignore[attr-defined]
+    watcher = make_watcher(sessions, standin, gateway, clock, 1)
+    with sessions() as s:
+        [run] = repos.list_recent_runs(s, limit=1)
+        repos.update_run(s, run, policy={"alerts": trainer_alerts("grpo", None), "trainer": "grpo"})
+    for step in (2, 4, 6, 8):
+        clock.now += timedelta(seconds=10)
+        gateway.put("uuid0000", outputs={"loss": 0.1, "global_step": step, "completions/clipped_ratio": 1.0})
+        watcher.tick()
+    [post] = [m for m in standin.replies(DEFAULT_CHANNEL, run.card_ts or "") if "truncated" in str(m.get("text"))]
+    assert "completions/clipped_ratio `1` at step 6" in str(post["text"]), post["text"]
+    buttons = [e for b in post.get("blocks") or [] if b.get("type") == "actions" for e in b["elements"]]
+    assert [b["text"]["text"] for b in buttons] == ["Stop"] and stopped == []
+
+
+def test_rows_logged_between_two_ticks_each_count_in_an_alerts_window(
+    sessions: SessionFactory, standin: SlackStandIn
+) -> None:
+    """A run that logs faster than the watcher ticks: its window counts its logs (read from the metrics' history
+    when the step moved), not the ticks; an unchanged run costs no history request."""
+    from bot.catalog.alerts import trainer_alerts
+
+    clock = Clock()
+    gateway = FakeGateway(clock)
+    watcher = make_watcher(sessions, standin, gateway, clock, 1)
+    with sessions() as s:
+        [run] = repos.list_recent_runs(s, limit=1)
+        repos.update_run(s, run, policy={"alerts": trainer_alerts("grpo", None), "trainer": "grpo"})
+    logged = [clock.now + timedelta(seconds=step) for step in range(1, 5)]
+    gateway.history["uuid0000"] = {
+        "completions__clipped_ratio": [MetricPoint(step=i + 1, timestamp=t, value=1.0) for i, t in enumerate(logged)],
+        "loss": [MetricPoint(step=i + 1, timestamp=t, value=0.1) for i, t in enumerate(logged)],
+    }
+    clock.now += timedelta(seconds=10)  # four rows logged since the run started; the watcher sees the last
+    gateway.put("uuid0000", outputs={"loss": 0.1, "global_step": 4, "completions__clipped_ratio": 1.0})
+    watcher.tick()
+    [post] = [m for m in standin.replies(DEFAULT_CHANNEL, run.card_ts or "") if "truncated" in str(m.get("text"))]
+    # The window is 3 logs: the third row, step 3, is where it fired.
+    assert "completions/clipped_ratio `1` at step 3" in str(post["text"]), post["text"]
+    assert gateway.calls.count("history") == 1
+    clock.now += timedelta(seconds=10)
+    watcher.tick()  # nothing changed: no request for the history
+    assert gateway.calls.count("history") == 1
+
+
+def test_a_run_that_ended_between_two_looks_is_told_what_its_last_rows_showed(
+    sessions: SessionFactory, standin: SlackStandIn
+) -> None:
+    """The rows written as the run closed (Polyaxon's client writes the history every 10 s, and on close) go
+    through the rules when it ends: the alert is told, with no Stop button on a run that is over."""
+    from bot.catalog.alerts import trainer_alerts
+
+    clock = Clock()
+    gateway = FakeGateway(clock)
+    stopped: list[str] = []
+    gateway.stop = stopped.append  # type: ignore[attr-defined]
+    watcher = make_watcher(sessions, standin, gateway, clock, 1)
+    with sessions() as s:
+        [run] = repos.list_recent_runs(s, limit=1)
+        repos.update_run(s, run, policy={"alerts": trainer_alerts("grpo", None), "trainer": "grpo"})
+    clock.now += timedelta(seconds=10)
+    gateway.put("uuid0000", outputs={"loss": 0.1, "global_step": 1, "completions__clipped_ratio": 1.0})
+    watcher.tick()
+    for step in (2, 3, 4):  # logged, and the run ended, before the next look
+        gateway.put("uuid0000", outputs={"loss": 0.1, "global_step": step, "completions__clipped_ratio": 1.0})
+    gateway.metrics["uuid0000"] = ({"loss": 0.1, "completions__clipped_ratio": 1.0}, 4)
+    clock.now += timedelta(seconds=10)
+    gateway.put("uuid0000", status="succeeded")
+    watcher.tick()
+    [post] = [m for m in standin.replies(DEFAULT_CHANNEL, run.card_ts or "") if "truncated" in str(m.get("text"))]
+    assert "at step 3" in str(post["text"]), post["text"]
+    assert not [b for b in post.get("blocks") or [] if b.get("type") == "actions"] and stopped == []
